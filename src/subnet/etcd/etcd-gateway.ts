@@ -1,0 +1,437 @@
+/**
+ * A client for etcd's v3 JSON gateway (`/v3/kv/range`, `/v3/kv/txn`, `/v3/watch`, ...), served by
+ * every etcd >= 3.4 on its client port. Chosen over the gRPC `etcd3` package by measurement
+ * (docs/benchmarks.md): a process that has loaded etcd3 sits tens of megabytes higher, and the
+ * agent's memory goal leaves no room for that.
+ *
+ * Design notes:
+ * - node:http(s) with keep-alive agents, not fetch: client-certificate TLS needs per-agent options,
+ *   and fetch would pull in undici's bundle for nothing.
+ * - Endpoints fail over in order: a request that cannot connect (or gets `unavailable`) moves to
+ *   the next endpoint and sticks there while it works.
+ * - int64 fields arrive as decimal strings; revisions become numbers (they stay far below 2^53),
+ *   lease IDs stay strings because they use all 64 bits.
+ * - With a username, a token from `/v3/auth/authenticate` goes in `Authorization`; a rejected
+ *   token is renewed once per request.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import { readFile } from 'node:fs/promises';
+import { ErrorCodes, WeftError, isAbortError } from '../../core/errors.js';
+import { type Logger, silentLogger } from '../../core/log.js';
+
+export interface EtcdTls {
+  readonly ca?: string;
+  readonly cert: string;
+  readonly key: string;
+}
+
+export interface EtcdClientOptions {
+  /** `http://host:port` or `https://host:port`, tried in order. */
+  readonly endpoints: readonly string[];
+  readonly tls?: EtcdTls;
+  readonly username?: string;
+  readonly password?: string;
+  /** Deadline of one unary request; watches have none. Default 10 s. */
+  readonly requestTimeoutMs?: number;
+  readonly log?: Logger;
+}
+
+/** Reads the PEM files named by flanneld's `--etcd-cafile/certfile/keyfile` flags. */
+export async function loadEtcdTls(files: { caFile?: string; certFile: string; keyFile: string }): Promise<EtcdTls> {
+  const read = async (path: string, flag: string): Promise<string> => {
+    try {
+      return await readFile(path, 'utf8');
+    } catch (err) {
+      throw new WeftError(ErrorCodes.CONFIG, `cannot read ${flag} ${path}: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  const [ca, cert, key] = await Promise.all([
+    files.caFile ? read(files.caFile, '--etcd-cafile') : undefined,
+    read(files.certFile, '--etcd-certfile'),
+    read(files.keyFile, '--etcd-keyfile'),
+  ]);
+  return ca === undefined ? { cert, key } : { ca, cert, key };
+}
+
+export interface KeyValue {
+  readonly key: string;
+  readonly value: string;
+  readonly modRevision: number;
+  readonly version: number;
+  /** `'0'` for a key without an etcd lease (a reservation). */
+  readonly lease: string;
+}
+
+export interface RangeResult {
+  readonly revision: number;
+  readonly kvs: readonly KeyValue[];
+}
+
+export type Compare =
+  | { readonly key: string; readonly target: 'VERSION'; readonly version: number }
+  | { readonly key: string; readonly target: 'MOD'; readonly modRevision: number };
+
+export type TxnOp =
+  | { readonly put: { readonly key: string; readonly value: string; readonly lease?: string } }
+  | { readonly deleteRange: { readonly key: string } };
+
+export interface TxnResult {
+  readonly succeeded: boolean;
+  readonly revision: number;
+}
+
+export interface WatchEvent {
+  readonly type: 'PUT' | 'DELETE';
+  readonly kv: KeyValue;
+}
+
+export interface WatchBatch {
+  readonly revision: number;
+  readonly events: readonly WatchEvent[];
+}
+
+/** Smallest key greater than every key starting with `prefix` (etcd's range_end for a prefix). */
+export function prefixRangeEnd(prefix: string): Buffer {
+  const bytes = Buffer.from(prefix, 'utf8');
+  for (let i = bytes.length - 1; i >= 0; i--) {
+    if (bytes[i]! < 0xff) {
+      const end = bytes.subarray(0, i + 1);
+      end[i]! += 1;
+      return end;
+    }
+  }
+  return Buffer.from([0]);
+}
+
+export class EtcdGateway {
+  readonly #endpoints: readonly URL[];
+  readonly #timeoutMs: number;
+  readonly #log: Logger;
+  readonly #httpAgent = new http.Agent({ keepAlive: true });
+  readonly #httpsAgent: https.Agent;
+  readonly #credentials: { name: string; password: string } | undefined;
+  #current = 0;
+  #token: string | undefined;
+  #closed = false;
+
+  constructor(options: EtcdClientOptions) {
+    if (options.endpoints.length === 0) throw new WeftError(ErrorCodes.CONFIG, 'no etcd endpoints given');
+    this.#endpoints = options.endpoints.map((e) => {
+      let url: URL;
+      try {
+        url = new URL(e);
+      } catch (err) {
+        throw new WeftError(ErrorCodes.CONFIG, `invalid etcd endpoint ${JSON.stringify(e)}`, { cause: err });
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+        throw new WeftError(ErrorCodes.CONFIG, `etcd endpoint ${JSON.stringify(e)} must be http:// or https://`);
+      }
+      return url;
+    });
+    this.#timeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.#log = options.log ?? silentLogger;
+    const tls = options.tls;
+    this.#httpsAgent = new https.Agent({
+      keepAlive: true,
+      minVersion: 'TLSv1.2',
+      ...(tls ? { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca } : {}) } : {}),
+    });
+    this.#credentials = options.username ? { name: options.username, password: options.password ?? '' } : undefined;
+  }
+
+  async range(key: string, options: { prefix?: boolean; signal: AbortSignal }): Promise<RangeResult> {
+    const body: Record<string, string> = { key: b64(key) };
+    if (options.prefix) body['range_end'] = b64(prefixRangeEnd(key));
+    const res = asObject(await this.#unary('/v3/kv/range', body, options.signal));
+    const kvs = Array.isArray(res['kvs']) ? res['kvs'].map(parseKeyValue) : [];
+    return { revision: headerRevision(res), kvs };
+  }
+
+  async txn(compare: readonly Compare[], success: readonly TxnOp[], signal: AbortSignal): Promise<TxnResult> {
+    const body = {
+      compare: compare.map((c) =>
+        c.target === 'VERSION'
+          ? { key: b64(c.key), target: 'VERSION', result: 'EQUAL', version: String(c.version) }
+          : { key: b64(c.key), target: 'MOD', result: 'EQUAL', mod_revision: String(c.modRevision) },
+      ),
+      success: success.map((op) =>
+        'put' in op
+          ? { request_put: { key: b64(op.put.key), value: b64(op.put.value), ...(op.put.lease ? { lease: op.put.lease } : {}) } }
+          : { request_delete_range: { key: b64(op.deleteRange.key) } },
+      ),
+    };
+    const res = asObject(await this.#unary('/v3/kv/txn', body, signal));
+    return { succeeded: res['succeeded'] === true, revision: headerRevision(res) };
+  }
+
+  async put(key: string, value: string, signal: AbortSignal): Promise<number> {
+    return headerRevision(asObject(await this.#unary('/v3/kv/put', { key: b64(key), value: b64(value) }, signal)));
+  }
+
+  async deleteRange(key: string, options: { prefix?: boolean; signal: AbortSignal }): Promise<number> {
+    const body: Record<string, string> = { key: b64(key) };
+    if (options.prefix) body['range_end'] = b64(prefixRangeEnd(key));
+    return headerRevision(asObject(await this.#unary('/v3/kv/deleterange', body, options.signal)));
+  }
+
+  /** Grants an etcd lease; returns its ID and the TTL etcd actually gave. */
+  async leaseGrant(ttlSeconds: number, signal: AbortSignal): Promise<{ id: string; ttlSeconds: number }> {
+    const res = asObject(await this.#unary('/v3/lease/grant', { TTL: String(ttlSeconds) }, signal));
+    const id = res['ID'];
+    if (typeof id !== 'string' || !/^[0-9]+$/.test(id)) throw protocolError('lease grant without an ID', res);
+    return { id, ttlSeconds: Number(res['TTL'] ?? ttlSeconds) };
+  }
+
+  /** Revokes a lease; one that no longer exists counts as revoked. */
+  async leaseRevoke(id: string, signal: AbortSignal): Promise<void> {
+    try {
+      await this.#unary('/v3/lease/revoke', { ID: id }, signal);
+    } catch (err) {
+      if (err instanceof WeftError && grpcCode(err) === 5) return; // NotFound
+      throw err;
+    }
+  }
+
+  async compact(revision: number, signal: AbortSignal): Promise<void> {
+    await this.#unary('/v3/kv/compaction', { revision: String(revision), physical: true }, signal);
+  }
+
+  /**
+   * Watches `key` (or the prefix) from `startRevision`, yielding each response that carries
+   * events, in order. Ends only by throwing: WEFT_ERR_COMPACTED when the start revision is gone,
+   * WEFT_ERR_UNAVAILABLE when the stream breaks, or the abort reason.
+   */
+  async *watch(key: string, options: { prefix?: boolean; startRevision: number; signal: AbortSignal }): AsyncGenerator<WatchBatch> {
+    const create: Record<string, unknown> = { key: b64(key), start_revision: String(options.startRevision) };
+    if (options.prefix) create['range_end'] = b64(prefixRangeEnd(key));
+    const res = await this.#open('/v3/watch', { create_request: create }, options.signal);
+    try {
+      for await (const msg of jsonStream(res)) {
+        const obj = asObject(msg);
+        if (obj['error'] !== undefined) throw etcdError(asObject(obj['error']));
+        const result = asObject(obj['result']);
+        if (result['canceled'] === true) {
+          const compactRevision = Number(result['compact_revision'] ?? 0);
+          if (compactRevision > 0) {
+            throw new WeftError(ErrorCodes.COMPACTED, `watch from revision ${options.startRevision} is compacted (oldest kept: ${compactRevision})`);
+          }
+          throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd cancelled the watch: ${String(result['cancel_reason'] ?? 'no reason given')}`);
+        }
+        const events = Array.isArray(result['events']) ? result['events'].map(parseEvent) : [];
+        if (events.length > 0) yield { revision: headerRevision(result), events };
+      }
+    } catch (err) {
+      if (options.signal.aborted) throw abortError(options.signal);
+      if (err instanceof WeftError) throw err;
+      throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd watch stream broke: ${(err as Error).message}`, { cause: err });
+    } finally {
+      res.destroy();
+    }
+    if (options.signal.aborted) throw abortError(options.signal);
+    throw new WeftError(ErrorCodes.UNAVAILABLE, 'etcd closed the watch stream');
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#httpAgent.destroy();
+    this.#httpsAgent.destroy();
+  }
+
+  async #unary(path: string, body: unknown, signal: AbortSignal): Promise<unknown> {
+    const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]);
+    const res = await this.#open(path, body, deadline);
+    const text = await readBody(res, deadline);
+    try {
+      return JSON.parse(text);
+    } catch (err) {
+      throw new WeftError(ErrorCodes.ETCD, `etcd answered ${path} with invalid JSON: ${text.slice(0, 200)}`, { cause: err });
+    }
+  }
+
+  /** POSTs to the current endpoint, failing over; resolves with a 200 response, body unread. */
+  async #open(path: string, body: unknown, signal: AbortSignal, reauthed = false): Promise<http.IncomingMessage> {
+    if (this.#closed) throw new WeftError(ErrorCodes.UNAVAILABLE, 'etcd client is closed');
+    if (this.#credentials && this.#token === undefined) await this.#authenticate(signal);
+    const payload = JSON.stringify(body);
+    let lastError: unknown;
+    for (let tried = 0; tried < this.#endpoints.length; tried++) {
+      const index = (this.#current + tried) % this.#endpoints.length;
+      const endpoint = this.#endpoints[index]!;
+      let res: http.IncomingMessage;
+      try {
+        res = await this.#post(endpoint, path, payload, signal);
+      } catch (err) {
+        if (signal.aborted) throw abortError(signal);
+        lastError = err;
+        this.#log.warn({ endpoint: endpoint.origin, err }, 'etcd endpoint unreachable, trying the next one');
+        continue;
+      }
+      if (res.statusCode === 200) {
+        this.#current = index;
+        return res;
+      }
+      const text = await readBody(res, signal);
+      let err: WeftError;
+      try {
+        err = etcdError(asObject(JSON.parse(text)), res.statusCode);
+      } catch {
+        err = new WeftError(ErrorCodes.ETCD, `etcd answered ${path} with HTTP ${res.statusCode}: ${text.slice(0, 200)}`);
+      }
+      const code = grpcCode(err);
+      if (code === 16 && this.#credentials && !reauthed) {
+        this.#token = undefined;
+        return this.#open(path, body, signal, true);
+      }
+      if (code === 14) {
+        lastError = err;
+        continue;
+      }
+      this.#current = index;
+      throw err;
+    }
+    throw new WeftError(
+      ErrorCodes.UNAVAILABLE,
+      `no etcd endpoint reachable (${this.#endpoints.map((e) => e.origin).join(', ')}): ${lastError instanceof Error ? lastError.message : String(lastError)}`,
+      { cause: lastError },
+    );
+  }
+
+  #post(endpoint: URL, path: string, payload: string, signal: AbortSignal): Promise<http.IncomingMessage> {
+    const secure = endpoint.protocol === 'https:';
+    const headers: Record<string, string | number> = {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(payload),
+    };
+    if (this.#token !== undefined) headers['authorization'] = this.#token;
+    return new Promise((resolve, reject) => {
+      const req = (secure ? https : http).request(
+        new URL(path, endpoint),
+        { method: 'POST', headers, agent: secure ? this.#httpsAgent : this.#httpAgent, signal },
+        resolve,
+      );
+      req.on('error', reject);
+      req.end(payload);
+    });
+  }
+
+  async #authenticate(signal: AbortSignal): Promise<void> {
+    const res = asObject(await this.#unaryNoAuth('/v3/auth/authenticate', this.#credentials, signal));
+    const token = res['token'];
+    if (typeof token !== 'string' || token === '') throw protocolError('authenticate returned no token', res);
+    this.#token = token;
+  }
+
+  async #unaryNoAuth(path: string, body: unknown, signal: AbortSignal): Promise<unknown> {
+    const payload = JSON.stringify(body);
+    let lastError: unknown;
+    for (let tried = 0; tried < this.#endpoints.length; tried++) {
+      const endpoint = this.#endpoints[(this.#current + tried) % this.#endpoints.length]!;
+      const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]);
+      let res: http.IncomingMessage;
+      try {
+        res = await this.#post(endpoint, path, payload, deadline);
+      } catch (err) {
+        if (signal.aborted) throw abortError(signal);
+        lastError = err;
+        continue;
+      }
+      const text = await readBody(res, deadline);
+      const parsed = asObject(JSON.parse(text));
+      if (res.statusCode !== 200) throw etcdError(parsed, res.statusCode);
+      return parsed;
+    }
+    throw new WeftError(ErrorCodes.UNAVAILABLE, `no etcd endpoint reachable to authenticate`, { cause: lastError });
+  }
+}
+
+function b64(data: string | Buffer): string {
+  return (typeof data === 'string' ? Buffer.from(data, 'utf8') : data).toString('base64');
+}
+
+function unb64(value: unknown): string {
+  return typeof value === 'string' ? Buffer.from(value, 'base64').toString('utf8') : '';
+}
+
+function asObject(value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw protocolError('expected a JSON object', value);
+  return value as Record<string, unknown>;
+}
+
+function headerRevision(obj: Record<string, unknown>): number {
+  const header = obj['header'];
+  const rev = typeof header === 'object' && header !== null ? (header as Record<string, unknown>)['revision'] : undefined;
+  const n = Number(rev ?? 0);
+  if (!Number.isSafeInteger(n)) throw protocolError('bad header revision', obj);
+  return n;
+}
+
+function parseKeyValue(raw: unknown): KeyValue {
+  const kv = asObject(raw);
+  return {
+    key: unb64(kv['key']),
+    value: unb64(kv['value']),
+    modRevision: Number(kv['mod_revision'] ?? 0),
+    version: Number(kv['version'] ?? 0),
+    lease: typeof kv['lease'] === 'string' ? kv['lease'] : '0',
+  };
+}
+
+function parseEvent(raw: unknown): WatchEvent {
+  const ev = asObject(raw);
+  return { type: ev['type'] === 'DELETE' ? 'DELETE' : 'PUT', kv: parseKeyValue(ev['kv']) };
+}
+
+function etcdError(obj: Record<string, unknown>, status?: number): WeftError {
+  const message = String(obj['message'] ?? obj['error'] ?? 'unknown error');
+  const err = new WeftError(ErrorCodes.ETCD, `etcd: ${message}${status ? ` (HTTP ${status})` : ''}`);
+  Object.defineProperty(err, 'grpcCode', { value: Number(obj['code'] ?? 0) });
+  return err;
+}
+
+/** The gRPC status code etcd attached to an error (14 unavailable, 16 unauthenticated, ...). */
+export function grpcCode(err: unknown): number | undefined {
+  const code = (err as { grpcCode?: unknown } | null)?.grpcCode;
+  return typeof code === 'number' ? code : undefined;
+}
+
+function protocolError(what: string, got: unknown): WeftError {
+  return new WeftError(ErrorCodes.ETCD, `unexpected answer from etcd: ${what}: ${JSON.stringify(got)?.slice(0, 200)}`);
+}
+
+function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new DOMException('The operation was aborted', 'AbortError');
+}
+
+async function readBody(res: http.IncomingMessage, signal: AbortSignal): Promise<string> {
+  const chunks: Buffer[] = [];
+  try {
+    for await (const chunk of res) chunks.push(chunk as Buffer);
+  } catch (err) {
+    if (signal.aborted || isAbortError(err)) throw abortError(signal);
+    throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd response broke off: ${(err as Error).message}`, { cause: err });
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** The gateway streams one JSON object per line. */
+async function* jsonStream(res: http.IncomingMessage): AsyncGenerator<unknown> {
+  let buffered = '';
+  res.setEncoding('utf8');
+  for await (const chunk of res) {
+    buffered += chunk as string;
+    let nl: number;
+    while ((nl = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, nl).trim();
+      buffered = buffered.slice(nl + 1);
+      if (line !== '') yield JSON.parse(line);
+    }
+  }
+  if (buffered.trim() !== '') yield JSON.parse(buffered);
+}

@@ -1,0 +1,188 @@
+/**
+ * flannel's etcd v3 layout (spec §2): `<prefix>/config`, and `<prefix>/subnets/<subnet-key>`
+ * holding lease JSON attached to an etcd lease. Entries are untrusted: a key that is not a subnet
+ * key or a value that does not decode is skipped with one warning per written version.
+ */
+import { ErrorCodes, WeftError, isWeftError } from '../../core/errors.js';
+import { type Logger, silentLogger } from '../../core/log.js';
+import { decodeLeaseAttrs, encodeLeaseAttrs } from '../../lease/lease-codec.js';
+import type { LeaseAttrs, SubnetPair } from '../../lease/lease.js';
+import { formatSubnetKey, parseSubnetKey } from '../../lease/subnet-key.js';
+import type { LeaseSnapshot, Registry, RegistryBatch, RegistryEvent, StoredLease, WriteOptions } from '../registry.js';
+import type { EtcdGateway, KeyValue } from './etcd-gateway.js';
+
+export const defaultEtcdPrefix = '/coreos.com/network';
+
+export interface EtcdRegistryOptions {
+  readonly prefix?: string;
+  readonly log?: Logger;
+  /** Clock for lease expiry bookkeeping; Date.now by default. */
+  readonly now?: () => number;
+}
+
+/** Joins path segments as Go's path.Join does: duplicate and trailing slashes collapse. */
+export function joinKey(...parts: string[]): string {
+  const joined = parts.join('/').replace(/\/+/g, '/');
+  return joined.length > 1 ? joined.replace(/\/$/, '') : joined;
+}
+
+export class EtcdRegistry implements Registry {
+  readonly #etcd: EtcdGateway;
+  readonly #configKey: string;
+  readonly #subnetsDir: string;
+  readonly #log: Logger;
+  readonly #now: () => number;
+  /** key → mod revision already warned about, so one bad entry logs once. */
+  readonly #warned = new Map<string, number>();
+
+  constructor(etcd: EtcdGateway, options: EtcdRegistryOptions = {}) {
+    const prefix = options.prefix ?? defaultEtcdPrefix;
+    this.#etcd = etcd;
+    this.#configKey = joinKey(prefix, 'config');
+    this.#subnetsDir = joinKey(prefix, 'subnets') + '/';
+    this.#log = options.log ?? silentLogger;
+    this.#now = options.now ?? Date.now;
+  }
+
+  subnetKey(subnet: SubnetPair): string {
+    return this.#subnetsDir + formatSubnetKey(subnet);
+  }
+
+  async getNetworkConfig(signal: AbortSignal): Promise<string> {
+    const res = await this.#etcd.range(this.#configKey, { signal });
+    const kv = res.kvs[0];
+    if (!kv) {
+      throw new WeftError(
+        ErrorCodes.CONFIG_NOT_FOUND,
+        `flannel config not found in etcd store at ${this.#configKey}. Did you create your config using etcdv3 API?`,
+      );
+    }
+    return kv.value;
+  }
+
+  async getLeases(options: { subnet?: SubnetPair; signal: AbortSignal }): Promise<LeaseSnapshot> {
+    const res = options.subnet
+      ? await this.#etcd.range(this.subnetKey(options.subnet), { signal: options.signal })
+      : await this.#etcd.range(this.#subnetsDir, { prefix: true, signal: options.signal });
+    const leases: StoredLease[] = [];
+    for (const kv of res.kvs) {
+      const lease = this.#decode(kv);
+      if (lease) leases.push(lease);
+    }
+    return { leases, revision: res.revision };
+  }
+
+  async createLease(subnet: SubnetPair, attrs: LeaseAttrs, options: WriteOptions): Promise<StoredLease> {
+    const key = this.subnetKey(subnet);
+    const ttl = await this.#grant(options);
+    try {
+      const res = await this.#etcd.txn(
+        [{ key, target: 'VERSION', version: 0 }],
+        [{ put: { key, value: encodeLeaseAttrs(attrs), ...(ttl ? { lease: ttl.id } : {}) } }],
+        options.signal,
+      );
+      if (!res.succeeded) throw new WeftError(ErrorCodes.SUBNET_TAKEN, `subnet already exists: ${key}`);
+      return this.#stored(subnet, attrs, res.revision, ttl);
+    } catch (err) {
+      if (ttl) await this.#revokeQuietly(ttl.id);
+      throw err;
+    }
+  }
+
+  async updateLease(current: StoredLease, attrs: LeaseAttrs, options: WriteOptions): Promise<StoredLease> {
+    const key = this.subnetKey(current.subnet);
+    const ttl = await this.#grant(options);
+    let res;
+    try {
+      res = await this.#etcd.txn(
+        [{ key, target: 'MOD', modRevision: current.modRevision }],
+        [{ put: { key, value: encodeLeaseAttrs(attrs), ...(ttl ? { lease: ttl.id } : {}) } }],
+        options.signal,
+      );
+      if (!res.succeeded) {
+        throw new WeftError(ErrorCodes.LEASE_CHANGED, `${key} changed since revision ${current.modRevision}`);
+      }
+    } catch (err) {
+      if (ttl) await this.#revokeQuietly(ttl.id);
+      throw err;
+    }
+    // The old TTL lease now holds no key; revoking it spares etcd 24 h of bookkeeping.
+    if (current.ttlLease !== '0' && current.ttlLease !== ttl?.id) await this.#revokeQuietly(current.ttlLease);
+    return this.#stored(current.subnet, attrs, res.revision, ttl);
+  }
+
+  async deleteLease(current: StoredLease, signal: AbortSignal): Promise<boolean> {
+    const key = this.subnetKey(current.subnet);
+    const res = await this.#etcd.txn([{ key, target: 'MOD', modRevision: current.modRevision }], [{ deleteRange: { key } }], signal);
+    return res.succeeded;
+  }
+
+  async *watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal }): AsyncGenerator<RegistryBatch> {
+    const stream = options.subnet
+      ? this.#etcd.watch(this.subnetKey(options.subnet), { startRevision: options.fromRevision, signal: options.signal })
+      : this.#etcd.watch(this.#subnetsDir, { prefix: true, startRevision: options.fromRevision, signal: options.signal });
+    for await (const batch of stream) {
+      const events: RegistryEvent[] = [];
+      for (const ev of batch.events) {
+        if (ev.type === 'DELETE') {
+          this.#warned.delete(ev.kv.key);
+          const subnet = this.#subnetOf(ev.kv.key);
+          if (subnet) events.push({ type: 'delete', subnet });
+        } else {
+          const lease = this.#decode(ev.kv);
+          if (lease) events.push({ type: 'put', lease });
+        }
+      }
+      yield { revision: batch.revision, events };
+    }
+  }
+
+  async #grant(options: WriteOptions): Promise<{ id: string; ttlSeconds: number } | undefined> {
+    return options.ttlSeconds > 0 ? this.#etcd.leaseGrant(options.ttlSeconds, options.signal) : undefined;
+  }
+
+  async #revokeQuietly(id: string): Promise<void> {
+    try {
+      await this.#etcd.leaseRevoke(id, AbortSignal.timeout(5000));
+    } catch (err) {
+      this.#log.debug({ err, ttlLease: id }, 'could not revoke an unused etcd lease; it will expire on its own');
+    }
+  }
+
+  #stored(subnet: SubnetPair, attrs: LeaseAttrs, revision: number, ttl: { id: string; ttlSeconds: number } | undefined): StoredLease {
+    return {
+      subnet,
+      attrs,
+      modRevision: revision,
+      ttlLease: ttl?.id ?? '0',
+      ...(ttl ? { expiresAt: this.#now() + ttl.ttlSeconds * 1000 } : {}),
+    };
+  }
+
+  #subnetOf(key: string): SubnetPair | undefined {
+    return key.startsWith(this.#subnetsDir) ? parseSubnetKey(key.slice(this.#subnetsDir.length)) : undefined;
+  }
+
+  #decode(kv: KeyValue): StoredLease | undefined {
+    const subnet = this.#subnetOf(kv.key);
+    if (!subnet) {
+      this.#warnOnce(kv, 'skipping a registry entry whose key is not a subnet key');
+      return undefined;
+    }
+    try {
+      const attrs = decodeLeaseAttrs(kv.value);
+      this.#warned.delete(kv.key);
+      return { subnet, attrs, modRevision: kv.modRevision, ttlLease: kv.lease };
+    } catch (err) {
+      if (!isWeftError(err, ErrorCodes.LEASE_DECODE)) throw err;
+      this.#warnOnce(kv, `skipping lease with an invalid value: ${err.message}`);
+      return undefined;
+    }
+  }
+
+  #warnOnce(kv: KeyValue, msg: string): void {
+    if (this.#warned.get(kv.key) === kv.modRevision) return;
+    this.#warned.set(kv.key, kv.modRevision);
+    this.#log.warn({ key: kv.key, modRevision: kv.modRevision }, msg);
+  }
+}

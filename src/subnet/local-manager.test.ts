@@ -1,0 +1,256 @@
+/**
+ * The subnet manager against a real etcd (spec §2 and §4). Each test starts its own etcd on
+ * 127.0.0.1 with a free port and removes it afterwards.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { type EtcdServer, startEtcd } from '../testing/etcd-server.js';
+import { EtcdGateway } from './etcd/etcd-gateway.js';
+import { EtcdRegistry } from './etcd/etcd-registry.js';
+import { LocalManager, type LocalManagerOptions } from './local-manager.js';
+import { recordingLogger } from '../testing/recording-logger.js';
+import { waitUntil } from '../testing/wait.js';
+import { followPeers } from '../testing/peer-view.js';
+import { startTcpProxy } from '../testing/tcp-proxy.js';
+import { type LeaseAttrs, type SubnetPair, formatSubnetPair } from '../lease/lease.js';
+import { parseCidr } from '../ip/cidr.js';
+import { parseIp } from '../ip/ip.js';
+import { isWeftError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+
+const prefix = '/coreos.com/network';
+const vxlanConfig = '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}';
+
+function attrsFor(n: number): LeaseAttrs {
+  return {
+    publicIp: parseIp(`203.0.113.${n}`),
+    backendType: 'vxlan',
+    backendData: `{"VNI":1,"VtepMAC":"0e:00:00:00:00:${n.toString(16).padStart(2, '0')}"}`,
+  };
+}
+
+interface Harness {
+  etcd: EtcdServer;
+  manager(options?: Partial<LocalManagerOptions> & { endpoint?: string }): LocalManager;
+  registry(endpoint?: string, log?: Logger): EtcdRegistry;
+  signal: AbortSignal;
+}
+
+async function harness(t: { after(fn: () => Promise<void> | void): void }, config = vxlanConfig): Promise<Harness> {
+  const etcd = await startEtcd();
+  const ctl = new AbortController();
+  const clients: EtcdGateway[] = [];
+  t.after(async () => {
+    ctl.abort();
+    for (const c of clients) c.close();
+    await etcd[Symbol.asyncDispose]();
+  });
+  await etcd.admin.put(`${prefix}/config`, config, AbortSignal.timeout(5000));
+  const registry = (endpoint = etcd.endpoint, log?: Logger): EtcdRegistry => {
+    const gw = new EtcdGateway({ endpoints: [endpoint], requestTimeoutMs: 3000 });
+    clients.push(gw);
+    return new EtcdRegistry(gw, { prefix, ...(log ? { log } : {}) });
+  };
+  return {
+    etcd,
+    registry,
+    signal: ctl.signal,
+    manager: (options = {}) => {
+      const log = options.log ?? recordingLogger();
+      const reg = options.registry ?? registry(options.endpoint, log);
+      return new LocalManager({ ...options, registry: reg, log });
+    },
+  };
+}
+
+async function rawValue(etcd: EtcdServer, subnet: string): Promise<string | undefined> {
+  const res = await etcd.admin.range(`${prefix}/subnets/${subnet}`, { signal: AbortSignal.timeout(5000) });
+  return res.kvs[0]?.value;
+}
+
+test('20 managers acquiring at once get 20 distinct subnets and each sees the 19 others', { timeout: 120_000 }, async (t) => {
+  const h = await harness(t);
+  const managers = Array.from({ length: 20 }, () => h.manager());
+  const leases = await Promise.all(managers.map((m, i) => m.acquireLease(attrsFor(i + 1), h.signal)));
+  const subnets = leases.map((l) => formatSubnetPair(l.subnet));
+  assert.equal(new Set(subnets).size, 20, subnets.join(' '));
+  const views = managers.map((m) => followPeers(m, h.signal));
+  await waitUntil('every manager sees 19 peers', () => views.every((v) => v.peers.size === 19));
+  for (const [i, view] of views.entries()) {
+    assert.ok(!view.peers.has(subnets[i]!), 'own lease is kept apart');
+    assert.deepEqual([...view.peers.keys()].sort(), subnets.filter((_, j) => j !== i).sort());
+  }
+});
+
+test('the value written is flannel\'s JSON byte for byte, under flannel\'s key', async (t) => {
+  const h = await harness(t);
+  const lease = await h.manager().acquireLease(attrsFor(7), h.signal);
+  const key = `${formatSubnetPair(lease.subnet).replace('/', '-')}`;
+  assert.equal(
+    await rawValue(h.etcd, key),
+    '{"PublicIP":"203.0.113.7","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0e:00:00:00:00:07"}}',
+  );
+  const range = await h.etcd.admin.range(`${prefix}/subnets/`, { prefix: true, signal: AbortSignal.timeout(5000) });
+  assert.deepEqual(range.kvs.map((kv) => kv.key), [`${prefix}/subnets/${key}`]);
+  assert.notEqual(range.kvs[0]!.lease, '0', 'the key is attached to an etcd lease');
+});
+
+test('a restarted manager with the same public IP gets the same subnet', async (t) => {
+  const h = await harness(t);
+  const first = await h.manager().acquireLease(attrsFor(1), h.signal);
+  await h.manager().acquireLease(attrsFor(2), h.signal);
+  const again = await h.manager().acquireLease({ ...attrsFor(1), backendData: '{"VNI":1,"VtepMAC":"0e:00:00:00:00:99"}' }, h.signal);
+  assert.equal(formatSubnetPair(again.subnet), formatSubnetPair(first.subnet));
+  assert.match((await rawValue(h.etcd, formatSubnetPair(first.subnet).replace('/', '-')))!, /00:99/);
+});
+
+test('with a subnet file but a wiped etcd, the previous subnet comes back', async (t) => {
+  const h = await harness(t);
+  const previous: SubnetPair = { ipv4: parseCidr('198.18.77.0/24') };
+  await h.etcd.stop({ wipe: true });
+  await h.etcd.start();
+  await h.etcd.admin.put(`${prefix}/config`, vxlanConfig, AbortSignal.timeout(5000));
+  const lease = await h.manager({ previous }).acquireLease(attrsFor(3), h.signal);
+  assert.equal(formatSubnetPair(lease.subnet), '198.18.77.0/24');
+  // Someone else holds it: a new subnet instead.
+  const other = await h.manager({ previous }).acquireLease(attrsFor(4), h.signal);
+  assert.notEqual(formatSubnetPair(other.subnet), '198.18.77.0/24');
+});
+
+test('an incompatible lease of this node is replaced; a reservation stays without TTL', async (t) => {
+  const h = await harness(t, '{"Network":"198.18.0.0/16","SubnetLen":25,"Backend":{"Type":"vxlan"}}');
+  await h.etcd.admin.put(`${prefix}/subnets/198.18.9.0-24`, '{"PublicIP":"203.0.113.5","PublicIPv6":null}', AbortSignal.timeout(5000));
+  await h.etcd.admin.put(`${prefix}/subnets/198.18.10.0-25`, '{"PublicIP":"203.0.113.6","PublicIPv6":null}', AbortSignal.timeout(5000));
+  const five = await h.manager().acquireLease(attrsFor(5), h.signal);
+  assert.notEqual(formatSubnetPair(five.subnet), '198.18.9.0/24');
+  assert.equal(await rawValue(h.etcd, '198.18.9.0-24'), undefined);
+  const six = await h.manager().acquireLease(attrsFor(6), h.signal);
+  assert.equal(formatSubnetPair(six.subnet), '198.18.10.0/25');
+  const kv = (await h.etcd.admin.range(`${prefix}/subnets/198.18.10.0-25`, { signal: AbortSignal.timeout(5000) })).kvs[0]!;
+  assert.equal(kv.lease, '0');
+  assert.match(kv.value, /"BackendType":"vxlan"/);
+});
+
+test('a lease deleted behind the manager\'s back is re-created on the same subnet', async (t) => {
+  const h = await harness(t);
+  const manager = h.manager();
+  const lease = await manager.acquireLease(attrsFor(1), h.signal);
+  const key = formatSubnetPair(lease.subnet).replace('/', '-');
+  const retaken: string[] = [];
+  const holding = (async () => {
+    for await (const l of manager.holdLease(h.signal)) retaken.push(formatSubnetPair(l.subnet));
+  })();
+  const observer = followPeers(h.manager(), h.signal);
+  await waitUntil('observer sees the lease', () => observer.peers.size === 1);
+  await h.etcd.admin.deleteRange(`${prefix}/subnets/${key}`, { signal: AbortSignal.timeout(5000) });
+  await waitUntil('the lease is back', async () => retaken.length === 1 && (await rawValue(h.etcd, key)) !== undefined);
+  assert.deepEqual(retaken, [formatSubnetPair(lease.subnet)]);
+  assert.ok(observer.batches.some((b) => b.some((e) => e.type === 'removed')), 'others saw it go');
+  await waitUntil('others see it back', () => observer.peers.size === 1);
+  void holding;
+});
+
+test('a manager takes its lease back after etcd is wiped under it', { timeout: 60_000 }, async (t) => {
+  const h = await harness(t);
+  const manager = h.manager();
+  const lease = await manager.acquireLease(attrsFor(1), h.signal);
+  const key = formatSubnetPair(lease.subnet).replace('/', '-');
+  const holding = (async () => {
+    for await (const _ of manager.holdLease(h.signal)) void _;
+  })();
+  await h.etcd.stop({ wipe: true });
+  await h.etcd.start();
+  await waitUntil('the lease is back in the new etcd', async () => (await rawValue(h.etcd, key)) !== undefined);
+  void holding;
+});
+
+test('a lease that expires is seen as removed by the other watchers', { timeout: 60_000 }, async (t) => {
+  const h = await harness(t);
+  const shortLived = h.manager({ leaseTtlSeconds: 2 });
+  const lease = await shortLived.acquireLease(attrsFor(1), h.signal);
+  // No holdLease: nothing renews it, as with a node that died.
+  const observer = followPeers(h.manager(), h.signal);
+  await waitUntil('the lease expired', () =>
+    observer.batches.some((b) => b.some((e) => e.type === 'removed' && formatSubnetPair(e.lease.subnet) === formatSubnetPair(lease.subnet))),
+  );
+  const removed = observer.batches.flat().find((e) => e.type === 'removed')!;
+  assert.equal(removed.lease.attrs.backendData, attrsFor(1).backendData, 'removal carries the last attributes');
+  assert.equal(observer.peers.size, 0);
+});
+
+test('a held lease with a short TTL is renewed and never expires', { timeout: 60_000 }, async (t) => {
+  const h = await harness(t);
+  const manager = h.manager({ leaseTtlSeconds: 3, renewMarginMs: 2000 });
+  const lease = await manager.acquireLease(attrsFor(1), h.signal);
+  const observer = followPeers(h.manager(), h.signal);
+  const holding = (async () => {
+    for await (const _ of manager.holdLease(h.signal)) void _;
+  })();
+  const ttlLeases = new Set<string>();
+  const key = `${prefix}/subnets/${formatSubnetPair(lease.subnet).replace('/', '-')}`;
+  await waitUntil('three renewals happened', async () => {
+    const kv = (await h.etcd.admin.range(key, { signal: AbortSignal.timeout(5000) })).kvs[0];
+    if (kv) ttlLeases.add(kv.lease);
+    return ttlLeases.size >= 4;
+  });
+  assert.ok(!observer.batches.some((b) => b.some((e) => e.type === 'removed')), 'the lease never went away');
+  void holding;
+});
+
+test('a watcher cut off during a compaction ends up with the correct set', { timeout: 60_000 }, async (t) => {
+  const h = await harness(t);
+  const proxy = await startTcpProxy({ host: '127.0.0.1', port: Number(new URL(h.etcd.endpoint).port) });
+  t.after(() => proxy[Symbol.asyncDispose]());
+  const a = h.manager();
+  const b = h.manager();
+  const leaseA = await a.acquireLease(attrsFor(1), h.signal);
+  await b.acquireLease(attrsFor(2), h.signal);
+  const log = recordingLogger();
+  const watcher = h.manager({ endpoint: `http://127.0.0.1:${proxy.port}`, log });
+  await watcher.getNetworkConfig(h.signal);
+  const view = followPeers(watcher, h.signal);
+  await waitUntil('watcher sees both', () => view.peers.size === 2);
+
+  proxy.cut();
+  await h.etcd.admin.deleteRange(`${prefix}/subnets/${formatSubnetPair(leaseA.subnet).replace('/', '-')}`, { signal: AbortSignal.timeout(5000) });
+  const c = await h.manager().acquireLease(attrsFor(3), h.signal);
+  const d = await h.manager().acquireLease(attrsFor(4), h.signal);
+  const rev = await h.etcd.admin.put('/unrelated', 'x', AbortSignal.timeout(5000));
+  await h.etcd.admin.compact(rev, AbortSignal.timeout(5000));
+  proxy.restore();
+
+  const want = new Set([formatSubnetPair((await b.lease!).subnet), formatSubnetPair(c.subnet), formatSubnetPair(d.subnet)]);
+  await waitUntil('watcher has the new set', () => view.peers.size === 3 && [...view.peers.keys()].every((k) => want.has(k)));
+  assert.ok(log.lines.some((l) => /listing again/.test(l.msg)), 'the watcher re-listed');
+});
+
+test('out of subnets is a clear error', async (t) => {
+  const h = await harness(t, '{"Network":"198.18.0.0/24","Backend":{"Type":"host-gw"}}');
+  for (let i = 1; i <= 3; i++) await h.manager().acquireLease(attrsFor(i), h.signal);
+  await assert.rejects(h.manager().acquireLease(attrsFor(4), h.signal), (err) => isWeftError(err, 'WEFT_ERR_OUT_OF_SUBNETS') && /out of subnets/.test(err.message));
+});
+
+test('malformed lease JSON and leases outside the network are skipped with one warning each', async (t) => {
+  const h = await harness(t);
+  const log = recordingLogger();
+  const watcherMgr = h.manager({ log });
+  await watcherMgr.acquireLease(attrsFor(9), h.signal);
+  await h.manager().acquireLease(attrsFor(1), h.signal);
+  const put = (k: string, v: string) => h.etcd.admin.put(`${prefix}/subnets/${k}`, v, AbortSignal.timeout(5000));
+  await put('198.18.200.0-24', 'this is not json');
+  await put('203.0.113.0-24', '{"PublicIP":"203.0.113.50","PublicIPv6":null,"BackendType":"vxlan"}');
+  await put('not-a-subnet', '{}');
+  const view = followPeers(watcherMgr, h.signal);
+  await waitUntil('initial sync', () => view.batches.length >= 1);
+  // The same garbage written again, and a good lease after it: the good one still arrives.
+  await put('198.18.200.0-24', 'still not json {');
+  await put('198.18.201.0-24', '{"PublicIP":"203.0.113.51","PublicIPv6":null,"BackendType":"vxlan"}');
+  await waitUntil('the good lease arrives', () => view.peers.has('198.18.201.0/24'));
+  assert.deepEqual([...view.peers.keys()].sort(), [formatSubnetPair((await h.manager().acquireLease(attrsFor(1), h.signal)).subnet), '198.18.201.0/24'].sort());
+  assert.ok(!view.batches.some((b) => b.some((e) => e.type === 'removed')), 'nothing was removed');
+  const warnings = log.lines.filter((l) => l.level === 'warn');
+  const about = (needle: string) => warnings.filter((w) => JSON.stringify(w).includes(needle));
+  assert.equal(about('198.18.200.0-24').length, 2, 'one warning per bad version of the key');
+  assert.equal(about('203.0.113.0/24').length, 1);
+  assert.equal(about('not-a-subnet').length, 1);
+});

@@ -1,0 +1,328 @@
+/**
+ * flannel's lease policy over a Registry (spec §4): reuse the lease of this public IP when it
+ * still fits the config, else the subnet file's subnet, else a random one of the first 100 free.
+ *
+ * Beyond flanneld: a lost create race retries with a fresh listing instead of exiting (§12.1);
+ * renewal is a guarded rewrite that releases the old TTL lease (§12.2); reservations stay
+ * reservations (§12.3); and a lost lease is taken back instead of exiting with status 0 (§4.4).
+ */
+import { Backoff } from '../core/backoff.js';
+import { AsyncQueue } from '../core/async-queue.js';
+import { delay } from '../core/abort.js';
+import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import { type NetworkConfig, parseNetworkConfig } from '../config/network-config.js';
+import { containsCidr, overlaps } from '../ip/cidr.js';
+import { formatIp, ipEquals } from '../ip/ip.js';
+import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../lease/lease.js';
+import { toLeaseEvents } from '../lease/lease-tracker.js';
+import { formatSubnetKey } from '../lease/subnet-key.js';
+import { allocateSubnet, isCompatible } from './allocator.js';
+import { type LeaseWatchEvent, watchLeaseSet } from './lease-watch.js';
+import type { Registry, StoredLease } from './registry.js';
+import type { SubnetManager } from './subnet-manager.js';
+
+export const defaultLeaseTtlSeconds = 24 * 60 * 60;
+export const defaultRenewMarginMs = 60 * 60 * 1000;
+const maxAcquireAttempts = 10;
+/** setTimeout's limit; a longer wait is taken in steps. */
+const maxTimerMs = 2 ** 31 - 1;
+
+export interface LocalManagerOptions {
+  readonly registry: Registry;
+  readonly log: Logger;
+  /** The subnets of the subnet file left by a previous run, if any. */
+  readonly previous?: SubnetPair;
+  readonly leaseTtlSeconds?: number;
+  /** Renew this long before expiry (`--subnet-lease-renew-margin`). */
+  readonly renewMarginMs?: number;
+  readonly random?: () => number;
+  readonly now?: () => number;
+}
+
+export class LocalManager implements SubnetManager {
+  readonly #registry: Registry;
+  readonly #log: Logger;
+  readonly #previous: SubnetPair | undefined;
+  readonly #ttlSeconds: number;
+  readonly #marginMs: number;
+  readonly #random: () => number;
+  readonly #now: () => number;
+  readonly #warnedPeers = new Set<string>();
+  #config: NetworkConfig | undefined;
+  #attrs: LeaseAttrs | undefined;
+  #own: StoredLease | undefined;
+  /** The own lease is a reservation (written without TTL by an operator): renewals keep it so. */
+  #reservation = false;
+  /** The own key was written by someone else, so ours must be written back. */
+  #needsRewrite = false;
+
+  constructor(options: LocalManagerOptions) {
+    this.#registry = options.registry;
+    this.#log = options.log;
+    this.#previous = options.previous;
+    this.#ttlSeconds = options.leaseTtlSeconds ?? defaultLeaseTtlSeconds;
+    this.#marginMs = options.renewMarginMs ?? defaultRenewMarginMs;
+    this.#random = options.random ?? Math.random;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** The lease this manager holds now, if any. */
+  get lease(): Lease | undefined {
+    return this.#own ? { subnet: this.#own.subnet, attrs: this.#own.attrs } : undefined;
+  }
+
+  async getNetworkConfig(signal: AbortSignal): Promise<NetworkConfig> {
+    let lastProblem = '';
+    for (;;) {
+      try {
+        const config = parseNetworkConfig(await this.#registry.getNetworkConfig(signal), 'etcd');
+        for (const warning of config.warnings) this.#log.warn({}, warning);
+        this.#config = config;
+        return config;
+      } catch (err) {
+        if (signal.aborted) throw err;
+        if (!(err instanceof WeftError)) throw err;
+        // The operator may be about to write or fix it: retry each second, logging each new problem once.
+        const problem = errorMessage(err);
+        if (problem !== lastProblem) this.#log.warn({ err }, "Couldn't fetch network config; retrying every second");
+        lastProblem = problem;
+      }
+      await delay(1000, signal);
+    }
+  }
+
+  async acquireLease(attrs: LeaseAttrs, signal: AbortSignal): Promise<Lease> {
+    const config = await this.getNetworkConfig(signal);
+    const own = await this.#acquire(config, attrs, this.#previous, signal);
+    this.#attrs = attrs;
+    this.#own = own;
+    this.#reservation = own.ttlLease === '0';
+    this.#log.info({ subnet: formatSubnetPair(own.subnet), publicIp: formatIp(attrs.publicIp) }, 'lease acquired');
+    return { subnet: own.subnet, attrs: own.attrs };
+  }
+
+  async *holdLease(signal: AbortSignal): AsyncGenerator<Lease> {
+    if (!this.#own || !this.#attrs || !this.#config) throw new Error('holdLease called before acquireLease');
+    const retry = new Backoff({ initialMs: 1000, maxMs: 60_000, random: this.#random });
+    while (!signal.aborted) {
+      const watched = this.#own.subnet;
+      const stop = new AbortController();
+      const scope = AbortSignal.any([signal, stop.signal]);
+      const queue = new AsyncQueue<LeaseWatchEvent[]>();
+      const pump = (async () => {
+        for await (const batch of watchLeaseSet({ registry: this.#registry, log: this.#log, subnet: watched, signal: scope })) {
+          queue.push(batch);
+        }
+      })();
+      try {
+        let first = true;
+        let renewAt = this.#renewAt();
+        for (;;) {
+          const batch = await this.#nextOrTimeout(queue, renewAt, scope);
+          if (batch === undefined) {
+            // Renewal due, or a failed one to retry. A lost guard (someone wrote the key) is
+            // retried too: the watch delivers that write meanwhile and updates what we compare to.
+            try {
+              await this.#renew(signal);
+              retry.reset();
+              renewAt = this.#renewAt();
+            } catch (err) {
+              if (signal.aborted) return;
+              const wait = retry.next();
+              this.#log.error({ err, retryMs: wait }, 'Error renewing lease; trying again');
+              renewAt = this.#now() + wait;
+            }
+            continue;
+          }
+          if (this.#applyOwnEvents(batch, first)) break;
+          first = false;
+          renewAt = Math.min(renewAt, this.#renewAt());
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        throw err;
+      } finally {
+        stop.abort();
+        await pump;
+      }
+      // The key is gone or taken over: acquire again, preferring the same subnet.
+      const before = this.#own.subnet;
+      const taken = await this.#takeBack(retry, signal);
+      if (!taken) return;
+      this.#log.warn(
+        { subnet: formatSubnetPair(taken.subnet), previous: formatSubnetPair(before) },
+        subnetPairEquals(before, taken.subnet) ? 'lease taken back' : 'lease taken back on a different subnet',
+      );
+      yield { subnet: taken.subnet, attrs: taken.attrs };
+    }
+  }
+
+  async *watchLeases(signal: AbortSignal): AsyncGenerator<LeaseEvent[]> {
+    const config = this.#config ?? (await this.getNetworkConfig(signal));
+    let first = true;
+    for await (const batch of watchLeaseSet({
+      registry: this.#registry,
+      log: this.#log,
+      accept: (lease) => this.#acceptPeer(config, lease),
+      signal,
+    })) {
+      const own = this.#own?.subnet;
+      const peers = own ? batch.filter((e) => !subnetPairEquals(e.lease.subnet, own)) : batch;
+      if (first || peers.length > 0) yield toLeaseEvents(peers);
+      first = false;
+    }
+  }
+
+  /** Updates state from own-key events; true when the lease is lost. */
+  #applyOwnEvents(batch: LeaseWatchEvent[], first: boolean): boolean {
+    const own = this.#own!;
+    if (first && !batch.some((e) => e.type === 'added')) {
+      this.#log.warn({ subnet: formatSubnetPair(own.subnet) }, 'own lease is missing from the registry');
+      return true;
+    }
+    for (const event of batch) {
+      if (event.type === 'removed') {
+        this.#log.warn({ subnet: formatSubnetPair(own.subnet) }, 'own lease was removed (expired, deleted, or the registry was wiped)');
+        return true;
+      }
+      const seen = event.lease;
+      if (seen.modRevision === this.#own!.modRevision) continue;
+      if (!leaseAttrsEqual(seen.attrs, this.#attrs!)) {
+        this.#log.warn(
+          { subnet: formatSubnetPair(seen.subnet), publicIp: formatIp(seen.attrs.publicIp) },
+          'own lease was overwritten by another writer; writing ours back',
+        );
+      }
+      // Someone else wrote the key: its TTL is no longer ours to know, so rewrite it now.
+      this.#own = seen;
+      this.#needsRewrite = true;
+    }
+    return false;
+  }
+
+  async #renew(signal: AbortSignal): Promise<void> {
+    const own = this.#own!;
+    const ttlSeconds = this.#reservation ? 0 : this.#ttlSeconds;
+    this.#own = await this.#registry.updateLease(own, this.#attrs!, { ttlSeconds, signal });
+    this.#needsRewrite = false;
+    this.#log.info({ subnet: formatSubnetPair(own.subnet) }, 'lease renewed');
+  }
+
+  async #takeBack(retry: Backoff, signal: AbortSignal): Promise<StoredLease | undefined> {
+    while (!signal.aborted) {
+      try {
+        this.#own = await this.#acquire(this.#config!, this.#attrs!, this.#own!.subnet, signal);
+        this.#reservation = this.#own.ttlLease === '0';
+        this.#needsRewrite = false;
+        return this.#own;
+      } catch (err) {
+        if (signal.aborted) break;
+        const wait = retry.next();
+        this.#log.error({ err, retryMs: wait }, 'could not take the lease back; retrying');
+        try {
+          await delay(wait, signal);
+        } catch {
+          break;
+        }
+      }
+    }
+    return undefined;
+  }
+
+  /** When the lease must be written next: `expiry - margin`; never for an untouched reservation. */
+  #renewAt(): number {
+    if (this.#needsRewrite) return this.#now();
+    if (this.#reservation) return Infinity;
+    const expiresAt = this.#own?.expiresAt;
+    return expiresAt === undefined ? this.#now() : expiresAt - this.#marginMs;
+  }
+
+  /** The next batch, or undefined once `at` (ms since epoch) has come. */
+  async #nextOrTimeout(queue: AsyncQueue<LeaseWatchEvent[]>, at: number, signal: AbortSignal): Promise<LeaseWatchEvent[] | undefined> {
+    for (;;) {
+      const wait = at - this.#now();
+      if (wait <= 0) return undefined;
+      const timer = AbortSignal.timeout(Math.min(wait, maxTimerMs));
+      try {
+        return await queue.next(AbortSignal.any([signal, timer]));
+      } catch (err) {
+        if (signal.aborted || !timer.aborted) throw err;
+      }
+    }
+  }
+
+  async #acquire(config: NetworkConfig, attrs: LeaseAttrs, previous: SubnetPair | undefined, signal: AbortSignal): Promise<StoredLease> {
+    const backoff = new Backoff({ initialMs: 20, maxMs: 1000, random: this.#random });
+    let previousUsable = previous !== undefined && isCompatible(config, previous);
+    if (previous && !previousUsable) {
+      this.#log.info({ subnet: formatSubnetPair(previous) }, 'previous subnet does not fit the network config; ignoring it');
+    }
+    for (let attempt = 1; attempt <= maxAcquireAttempts; attempt++) {
+      const snap = await this.#registry.getLeases({ signal });
+      const mine = snap.leases.find((l) => sameNode(config, l.attrs, attrs));
+      if (mine) {
+        if (isCompatible(config, mine.subnet)) {
+          try {
+            // A reservation (no TTL lease) stays one.
+            const ttlSeconds = mine.ttlLease === '0' ? 0 : this.#ttlSeconds;
+            return await this.#registry.updateLease(mine, attrs, { ttlSeconds, signal });
+          } catch (err) {
+            if (!isWeftError(err, ErrorCodes.LEASE_CHANGED)) throw err;
+            continue;
+          }
+        }
+        this.#log.warn({ subnet: formatSubnetPair(mine.subnet) }, 'deleting this node\'s lease: it does not fit the network config');
+        await this.#registry.deleteLease(mine, signal);
+      }
+      const taken = snap.leases.map((l) => l.subnet);
+      let subnet: SubnetPair;
+      if (previous && previousUsable && !taken.some((t) => pairsOverlap(t, previous))) {
+        subnet = previous;
+      } else {
+        if (previous && previousUsable && attempt === 1) {
+          this.#log.info({ subnet: formatSubnetPair(previous) }, 'previous subnet is leased by another node; allocating a new one');
+        }
+        previousUsable = false;
+        subnet = allocateSubnet(config, taken, this.#random);
+      }
+      try {
+        return await this.#registry.createLease(subnet, attrs, { ttlSeconds: this.#ttlSeconds, signal });
+      } catch (err) {
+        if (!isWeftError(err, ErrorCodes.SUBNET_TAKEN)) throw err;
+        this.#log.debug({ subnet: formatSubnetPair(subnet), attempt }, 'lost a race for a subnet; listing again');
+        await delay(backoff.next(), signal);
+      }
+    }
+    throw new WeftError(ErrorCodes.MAX_RETRIES, `max retries reached trying to acquire a subnet (${maxAcquireAttempts} attempts)`);
+  }
+
+  #acceptPeer(config: NetworkConfig, lease: StoredLease): boolean {
+    const { ipv4, ipv6 } = lease.subnet;
+    let problem: string | undefined;
+    if (ipv4 && (!config.network || !containsCidr(config.network, ipv4))) problem = 'its subnet is outside the network';
+    else if (ipv6 && config.enableIPv6 && (!config.ipv6Network || !containsCidr(config.ipv6Network, ipv6))) problem = 'its IPv6 subnet is outside the IPv6 network';
+    else if (config.enableIPv4 && !ipv4) problem = 'it has no IPv4 subnet';
+    else if (!config.enableIPv4 && !ipv6) problem = 'it has no IPv6 subnet';
+    const key = formatSubnetKey(lease.subnet);
+    if (problem === undefined) {
+      this.#warnedPeers.delete(key);
+      return true;
+    }
+    if (!this.#warnedPeers.has(key)) {
+      this.#warnedPeers.add(key);
+      this.#log.warn({ subnet: formatSubnetPair(lease.subnet) }, `skipping lease: ${problem}`);
+    }
+    return false;
+  }
+}
+
+/** The lease belongs to this node: same public IP in the first enabled family. */
+function sameNode(config: NetworkConfig, a: LeaseAttrs, b: LeaseAttrs): boolean {
+  if (config.enableIPv4) return b.publicIp.value !== 0n && ipEquals(a.publicIp, b.publicIp);
+  return a.publicIpv6 !== undefined && b.publicIpv6 !== undefined && ipEquals(a.publicIpv6, b.publicIpv6);
+}
+
+function pairsOverlap(a: SubnetPair, b: SubnetPair): boolean {
+  return (a.ipv4 !== undefined && b.ipv4 !== undefined && overlaps(a.ipv4, b.ipv4)) || (a.ipv6 !== undefined && b.ipv6 !== undefined && overlaps(a.ipv6, b.ipv6));
+}

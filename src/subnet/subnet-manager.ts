@@ -1,0 +1,29 @@
+/**
+ * What backends and the agent see of lease management, whatever the registry (etcd or kube).
+ */
+import type { NetworkConfig } from '../config/network-config.js';
+import type { Lease, LeaseAttrs, LeaseEvent } from '../lease/lease.js';
+
+export interface SubnetManager {
+  /**
+   * The network config, validated. Waits (retrying each second, as flanneld) while the registry
+   * has none or an invalid one; rejects only when `signal` aborts.
+   */
+  getNetworkConfig(signal: AbortSignal): Promise<NetworkConfig>;
+
+  /** Obtains this node's lease, publishing `attrs`. Rejects with WEFT_ERR_OUT_OF_SUBNETS when full. */
+  acquireLease(attrs: LeaseAttrs, signal: AbortSignal): Promise<Lease>;
+
+  /**
+   * Keeps the acquired lease: renews it before it expires and takes it back when it is lost
+   * (expired, deleted, registry wiped), on the same subnet while that is free. Yields the lease
+   * each time it had to be taken back; runs until `signal` aborts, never revoking the lease.
+   */
+  holdLease(signal: AbortSignal): AsyncIterable<Lease>;
+
+  /**
+   * Other nodes' leases: first one batch with every current lease as `added` (possibly empty),
+   * then each change. This node's own lease is never included.
+   */
+  watchLeases(signal: AbortSignal): AsyncIterable<LeaseEvent[]>;
+}
