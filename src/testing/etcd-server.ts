@@ -8,7 +8,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { delay } from '../core/abort.js';
-import { EtcdGateway, type EtcdTls } from '../subnet/etcd/etcd-gateway.js';
+import { EtcdGateway, type EtcdTls, grpcCode } from '../subnet/etcd/etcd-gateway.js';
+import { isWeftError } from '../core/errors.js';
 
 export interface EtcdServerTls {
   readonly caFile: string;
@@ -84,6 +85,8 @@ export async function startEtcd(options: { tls?: EtcdServerTls } = {}): Promise<
         await admin.range('health', { signal: AbortSignal.timeout(1000) });
         return;
       } catch (err) {
+        // With auth enabled, a refusal for want of credentials means etcd is serving.
+        if (isWeftError(err, 'WEFT_ERR_ETCD') && [3, 16].includes(grpcCode(err) ?? 0)) return;
         if (Date.now() > deadline) throw new Error(`etcd did not come up on ${endpoint}: ${stderr}`, { cause: err });
         await delay(50);
       }
@@ -105,7 +108,14 @@ export async function startEtcd(options: { tls?: EtcdServerTls } = {}): Promise<
     if (opts.wipe) await rm(join(dir, 'data'), { recursive: true, force: true });
   };
 
-  await start();
+  try {
+    await start();
+  } catch (err) {
+    await stop();
+    admin.close();
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
   return {
     endpoint,
     admin,

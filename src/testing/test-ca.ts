@@ -1,4 +1,8 @@
-/** A throwaway certificate authority with a server certificate for 127.0.0.1 and a client one. */
+/**
+ * A throwaway certificate authority with a server certificate for 127.0.0.1 and a client one.
+ * The server certificate also allows client use: etcd's JSON gateway dials etcd's own gRPC port
+ * with it, and with --client-cert-auth that dial must present a client certificate.
+ */
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -33,7 +37,7 @@ export async function makeTestCa(): Promise<TestCa> {
   };
   try {
     await selfSigned('ca');
-    await signed('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+    await signed('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n');
     await signed('client', 'extendedKeyUsage=clientAuth\n');
     await selfSigned('stranger');
   } catch (err) {
