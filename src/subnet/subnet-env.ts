@@ -2,7 +2,6 @@
  * /run/flannel/subnet.env (spec §5): written by the agent once its network is up, read back on
  * restart for the previous subnet, and read by the CNI plugin. One codec for both sides.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { ErrorCodes, WeftError } from '../core/errors.js';
@@ -10,6 +9,8 @@ import { type Cidr, formatCidr, hostIp, tryParseCidr } from '../ip/cidr.js';
 import { formatIp } from '../ip/ip.js';
 
 export const defaultSubnetFile = '/run/flannel/subnet.env';
+
+let tmpCounter = 0;
 
 export interface SubnetEnv {
   readonly network?: Cidr;
@@ -41,7 +42,8 @@ export function formatSubnetEnv(env: SubnetEnv & { mtu: number; ipMasq: boolean 
 export async function writeSubnetEnv(path: string, env: SubnetEnv & { mtu: number; ipMasq: boolean }): Promise<void> {
   const dir = dirname(path);
   await mkdir(dir, { recursive: true, mode: 0o755 });
-  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}`);
+  // Unique per process and call; 'wx' refuses to reuse a name left by a crashed run.
+  const tmp = join(dir, `.${basename(path)}.${process.pid}.${Date.now()}.${++tmpCounter}`);
   try {
     const fh = await open(tmp, 'wx', 0o644);
     try {

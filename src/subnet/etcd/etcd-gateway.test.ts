@@ -96,3 +96,17 @@ test('a watch delivers puts and deletes in order and reports compaction', { time
   const stale = gw.watch('/w/', { prefix: true, startRevision: first, signal: ctl.signal });
   await assert.rejects(stale.next(), (err) => isWeftError(err, 'WEFT_ERR_COMPACTED'));
 });
+
+test('a large prefix is read in pages at one revision', { timeout: 60_000 }, async () => {
+  await using etcd = await startEtcd();
+  const gw = etcd.admin;
+  for (let i = 0; i < 1200; i += 100) {
+    const ops = Array.from({ length: 100 }, (_, j) => ({ put: { key: `/page/${String(i + j).padStart(4, '0')}`, value: String(i + j) } }));
+    await gw.txn([], ops, t5());
+  }
+  await gw.put('/pagf', 'outside the prefix', t5());
+  const res = await gw.range('/page/', { prefix: true, pageSize: 500, signal: t5() });
+  assert.equal(res.kvs.length, 1200);
+  assert.deepEqual(res.kvs.map((kv) => Number(kv.value)), Array.from({ length: 1200 }, (_, i) => i));
+  assert.ok(res.revision > 0);
+});

@@ -6,7 +6,10 @@
  *
  * Design notes:
  * - node:http(s) with keep-alive agents, not fetch: client-certificate TLS needs per-agent options,
- *   and fetch would pull in undici's bundle for nothing.
+ *   and fetch would pull in undici's bundle for nothing. Both are loaded with
+ *   process.getBuiltinModule, not `import`: an ESM import of node:http builds a namespace of all
+ *   its exports, which loads undici for the WebSocket getter and costs ~9 MB of resident memory
+ *   (measured on Node 24). node:https is loaded only when an endpoint needs it.
  * - Endpoints fail over in order: a request that cannot connect (or gets `unavailable`) moves to
  *   the next endpoint and sticks there while it works.
  * - int64 fields arrive as decimal strings; revisions become numbers (they stay far below 2^53),
@@ -14,8 +17,8 @@
  * - With a username, a token from `/v3/auth/authenticate` goes in `Authorization`; a rejected
  *   token is renewed once per request.
  */
-import http from 'node:http';
-import https from 'node:https';
+import type * as Http from 'node:http';
+import type * as Https from 'node:https';
 import { readFile } from 'node:fs/promises';
 import { ErrorCodes, WeftError, isAbortError } from '../../core/errors.js';
 import { type Logger, silentLogger } from '../../core/log.js';
@@ -108,8 +111,10 @@ export class EtcdGateway {
   readonly #endpoints: readonly URL[];
   readonly #timeoutMs: number;
   readonly #log: Logger;
-  readonly #httpAgent = new http.Agent({ keepAlive: true });
-  readonly #httpsAgent: https.Agent;
+  readonly #http = process.getBuiltinModule('node:http') as typeof Http;
+  readonly #https: typeof Https | undefined;
+  readonly #httpAgent: Http.Agent;
+  readonly #httpsAgent: Https.Agent | undefined;
   readonly #credentials: { name: string; password: string } | undefined;
   #current = 0;
   #token: string | undefined;
@@ -132,20 +137,41 @@ export class EtcdGateway {
     this.#timeoutMs = options.requestTimeoutMs ?? 10_000;
     this.#log = options.log ?? silentLogger;
     const tls = options.tls;
-    this.#httpsAgent = new https.Agent({
-      keepAlive: true,
-      minVersion: 'TLSv1.2',
-      ...(tls ? { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca } : {}) } : {}),
-    });
+    this.#httpAgent = new this.#http.Agent({ keepAlive: true });
+    if (this.#endpoints.some((e) => e.protocol === 'https:')) {
+      this.#https = process.getBuiltinModule('node:https') as typeof Https;
+      this.#httpsAgent = new this.#https.Agent({
+        keepAlive: true,
+        minVersion: 'TLSv1.2',
+        ...(tls ? { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca } : {}) } : {}),
+      });
+    }
     this.#credentials = options.username ? { name: options.username, password: options.password ?? '' } : undefined;
   }
 
-  async range(key: string, options: { prefix?: boolean; signal: AbortSignal }): Promise<RangeResult> {
-    const body: Record<string, string> = { key: b64(key) };
-    if (options.prefix) body['range_end'] = b64(prefixRangeEnd(key));
-    const res = asObject(await this.#unary('/v3/kv/range', body, options.signal));
-    const kvs = Array.isArray(res['kvs']) ? res['kvs'].map(parseKeyValue) : [];
-    return { revision: headerRevision(res), kvs };
+  /**
+   * Reads `key`, or every key under the prefix. Large prefixes are read in pages of `pageSize`
+   * at one pinned revision, so the result is one consistent snapshot without one huge response.
+   */
+  async range(key: string, options: { prefix?: boolean; pageSize?: number; signal: AbortSignal }): Promise<RangeResult> {
+    const end = options.prefix ? b64(prefixRangeEnd(key)) : undefined;
+    const limit = options.prefix ? (options.pageSize ?? 500) : 0;
+    const kvs: KeyValue[] = [];
+    let from: Buffer = Buffer.from(key, 'utf8');
+    let revision = 0;
+    for (;;) {
+      const body: Record<string, string> = { key: b64(from) };
+      if (end) body['range_end'] = end;
+      if (limit) body['limit'] = String(limit);
+      if (revision) body['revision'] = String(revision);
+      const res = asObject(await this.#unary('/v3/kv/range', body, options.signal));
+      revision ||= headerRevision(res);
+      const page = Array.isArray(res['kvs']) ? res['kvs'].map(parseKeyValue) : [];
+      kvs.push(...page);
+      const last = page[page.length - 1];
+      if (res['more'] !== true || !last) return { revision, kvs };
+      from = Buffer.concat([Buffer.from(last.key, 'utf8'), Buffer.from([0])]);
+    }
   }
 
   async txn(compare: readonly Compare[], success: readonly TxnOp[], signal: AbortSignal): Promise<TxnResult> {
@@ -240,7 +266,7 @@ export class EtcdGateway {
     if (this.#closed) return;
     this.#closed = true;
     this.#httpAgent.destroy();
-    this.#httpsAgent.destroy();
+    this.#httpsAgent?.destroy();
   }
 
   async #unary(path: string, body: unknown, signal: AbortSignal): Promise<unknown> {
@@ -255,7 +281,7 @@ export class EtcdGateway {
   }
 
   /** POSTs to the current endpoint, failing over; resolves with a 200 response, body unread. */
-  async #open(path: string, body: unknown, signal: AbortSignal, reauthed = false): Promise<http.IncomingMessage> {
+  async #open(path: string, body: unknown, signal: AbortSignal, reauthed = false): Promise<Http.IncomingMessage> {
     if (this.#closed) throw new WeftError(ErrorCodes.UNAVAILABLE, 'etcd client is closed');
     if (this.#credentials && this.#token === undefined) await this.#authenticate(signal);
     const payload = JSON.stringify(body);
@@ -263,7 +289,7 @@ export class EtcdGateway {
     for (let tried = 0; tried < this.#endpoints.length; tried++) {
       const index = (this.#current + tried) % this.#endpoints.length;
       const endpoint = this.#endpoints[index]!;
-      let res: http.IncomingMessage;
+      let res: Http.IncomingMessage;
       try {
         res = await this.#post(endpoint, path, payload, signal);
       } catch (err) {
@@ -302,19 +328,18 @@ export class EtcdGateway {
     );
   }
 
-  #post(endpoint: URL, path: string, payload: string, signal: AbortSignal): Promise<http.IncomingMessage> {
-    const secure = endpoint.protocol === 'https:';
+  #post(endpoint: URL, path: string, payload: string, signal: AbortSignal): Promise<Http.IncomingMessage> {
+    const secure = endpoint.protocol === 'https:' && this.#https !== undefined && this.#httpsAgent !== undefined;
     const headers: Record<string, string | number> = {
       'content-type': 'application/json',
       'content-length': Buffer.byteLength(payload),
     };
     if (this.#token !== undefined) headers['authorization'] = this.#token;
     return new Promise((resolve, reject) => {
-      const req = (secure ? https : http).request(
-        new URL(path, endpoint),
-        { method: 'POST', headers, agent: secure ? this.#httpsAgent : this.#httpAgent, signal },
-        resolve,
-      );
+      const options = { method: 'POST', headers, signal };
+      const req = secure
+        ? this.#https!.request(new URL(path, endpoint), { ...options, agent: this.#httpsAgent! }, resolve)
+        : this.#http.request(new URL(path, endpoint), { ...options, agent: this.#httpAgent }, resolve);
       req.on('error', reject);
       req.end(payload);
     });
@@ -333,7 +358,7 @@ export class EtcdGateway {
     for (let tried = 0; tried < this.#endpoints.length; tried++) {
       const endpoint = this.#endpoints[(this.#current + tried) % this.#endpoints.length]!;
       const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]);
-      let res: http.IncomingMessage;
+      let res: Http.IncomingMessage;
       try {
         res = await this.#post(endpoint, path, payload, deadline);
       } catch (err) {
@@ -409,7 +434,7 @@ function abortError(signal: AbortSignal): Error {
   return reason instanceof Error ? reason : new DOMException('The operation was aborted', 'AbortError');
 }
 
-async function readBody(res: http.IncomingMessage, signal: AbortSignal): Promise<string> {
+async function readBody(res: Http.IncomingMessage, signal: AbortSignal): Promise<string> {
   const chunks: Buffer[] = [];
   try {
     for await (const chunk of res) chunks.push(chunk as Buffer);
@@ -421,7 +446,7 @@ async function readBody(res: http.IncomingMessage, signal: AbortSignal): Promise
 }
 
 /** The gateway streams one JSON object per line. */
-async function* jsonStream(res: http.IncomingMessage): AsyncGenerator<unknown> {
+async function* jsonStream(res: Http.IncomingMessage): AsyncGenerator<unknown> {
   let buffered = '';
   res.setEncoding('utf8');
   for await (const chunk of res) {

@@ -1,0 +1,60 @@
+/** The `weft` executable as a user runs it: bin/weft, a real etcd, files on disk. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { startEtcd } from '../testing/etcd-server.js';
+import { version } from './version.js';
+
+const bin = new URL('../../../bin/weft', import.meta.url).pathname;
+const run = promisify(execFile);
+
+async function weft(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(bin, args, { env: { PATH: process.env['PATH'] ?? '', ...env } });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+test('version matches package.json', async () => {
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+  assert.equal(version, pkg.version);
+  assert.deepEqual(await weft(['version']), { code: 0, stdout: `${version}\n`, stderr: '' });
+});
+
+test('config check prints the computed ranges, or the problem with exit 2', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'good.json'), '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}');
+  await writeFile(join(dir, 'bad.json'), '{"Network":"198.18.0.0/16","SubnetLen":31}');
+  const good = await weft(['config', 'check', join(dir, 'good.json')]);
+  assert.equal(good.code, 0);
+  assert.equal(good.stdout, 'backend: vxlan\nIPv4 network 198.18.0.0/16: /24 subnets from 198.18.1.0 to 198.18.255.0\n');
+  const bad = await weft(['config', 'check', join(dir, 'bad.json')]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /SubnetLen must be less than \/31 \(SubnetLen: 31\)/);
+  assert.equal((await weft(['frobnicate'])).code, 2);
+});
+
+test('leases lists what is in etcd, with flags or FLANNELD_* variables', async () => {
+  await using etcd = await startEtcd();
+  const s = AbortSignal.timeout(5000);
+  await etcd.admin.put('/p/subnets/198.18.5.0-24', '{"PublicIP":"203.0.113.5","PublicIPv6":null,"BackendType":"host-gw"}', s);
+  await etcd.admin.put('/p/subnets/198.18.6.0-24', 'garbage', s);
+  const byFlag = await weft(['leases', `--etcd-endpoints=${etcd.endpoint}`, '-etcd-prefix', '/p']);
+  assert.equal(byFlag.code, 0, byFlag.stderr);
+  assert.match(byFlag.stdout, /^SUBNET\s+PUBLIC IP\s+PUBLIC IPV6\s+BACKEND\s+KIND\n198\.18\.5\.0\/24\s+203\.0\.113\.5\s+-\s+host-gw\s+reservation\n1 lease\(s\)/);
+  assert.match(byFlag.stderr, /198\.18\.6\.0-24/, 'the bad entry is named in a warning');
+  const byEnv = await weft(['leases', '--json'], { FLANNELD_ETCD_ENDPOINTS: etcd.endpoint, FLANNELD_ETCD_PREFIX: '/p' });
+  assert.equal(byEnv.stdout, '"/p/subnets/198.18.5.0-24": {"PublicIP":"203.0.113.5","PublicIPv6":null,"BackendType":"host-gw"}\n');
+  const unreachable = await weft(['leases', '--etcd-endpoints=http://127.0.0.1:9']);
+  assert.equal(unreachable.code, 1);
+  assert.match(unreachable.stderr, /no etcd endpoint reachable \(http:\/\/127\.0\.0\.1:9\)/);
+});

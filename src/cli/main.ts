@@ -1,0 +1,129 @@
+/**
+ * The `weft` executable: `main(argv, env)` returns the exit code. The only module that touches
+ * process.exit, process.argv, process.env and signals.
+ */
+import { readFile } from 'node:fs/promises';
+import { pathToFileURL } from 'node:url';
+import { errorMessage, isWeftError } from '../core/errors.js';
+import { createLogger } from '../core/log.js';
+import { parseNetworkConfig } from '../config/network-config.js';
+import { formatCidr } from '../ip/cidr.js';
+import { formatIp } from '../ip/ip.js';
+import { formatSubnetPair } from '../lease/lease.js';
+import { encodeLeaseAttrs } from '../lease/lease-codec.js';
+import { parseFlags, usage } from './flags.js';
+import { etcdFlags } from './options.js';
+import { connectEtcd } from './etcd-connect.js';
+import { version } from './version.js';
+
+export interface Io {
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+  readonly signal: AbortSignal;
+}
+
+const help = `weft ${version}: a flannel-compatible overlay network agent
+
+Usage: weft <command> [flags]
+
+Commands:
+  leases           list the subnet leases in etcd (flags: the --etcd-* flags of flanneld; --json)
+  config check F   validate a network config file (net-conf.json; '-' reads stdin) as flanneld would
+  version          print the version
+  help             this text
+`;
+
+export async function main(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: Io): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'version':
+      case '--version':
+        io.stdout(`${version}\n`);
+        return 0;
+      case undefined:
+      case 'help':
+      case '-h':
+      case '--help':
+        io.stdout(help);
+        return 0;
+      case 'leases':
+        return await leasesCommand(rest, env, io);
+      case 'config':
+        return await configCommand(rest, io);
+      default:
+        io.stderr(`weft: unknown command ${JSON.stringify(command)}\n\n${help}`);
+        return 2;
+    }
+  } catch (err) {
+    if (io.signal.aborted) return 130;
+    io.stderr(`weft ${command}: ${errorMessage(err)}\n`);
+    return isWeftError(err, 'WEFT_ERR_CONFIG') ? 2 : 1;
+  }
+}
+
+async function leasesCommand(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: Io): Promise<number> {
+  const table = [...etcdFlags, { name: 'json', kind: 'bool', default: false, doc: 'print one lease value per line as stored, keyed' }] as const;
+  const flags = parseFlags(table, argv, env);
+  if (flags.help) {
+    io.stdout(`Usage: weft leases [flags]\n\n${usage(table)}`);
+    return 0;
+  }
+  const log = createLogger({ level: 'warn', bindings: { cmd: 'leases' } });
+  const { gateway, registry } = await connectEtcd(flags.values, log);
+  try {
+    const snap = await registry.getLeases({ signal: AbortSignal.any([io.signal, AbortSignal.timeout(30_000)]) });
+    if (flags.values.json) {
+      for (const l of snap.leases) io.stdout(`${JSON.stringify(registry.subnetKey(l.subnet))}: ${encodeLeaseAttrs(l.attrs)}\n`);
+      return 0;
+    }
+    const rows = snap.leases.map((l) => [
+      formatSubnetPair(l.subnet),
+      formatIp(l.attrs.publicIp),
+      l.attrs.publicIpv6 ? formatIp(l.attrs.publicIpv6) : '-',
+      l.attrs.backendType ?? '-',
+      l.ttlLease === '0' ? 'reservation' : 'lease',
+    ]);
+    printTable(io, ['SUBNET', 'PUBLIC IP', 'PUBLIC IPV6', 'BACKEND', 'KIND'], rows);
+    io.stdout(`${snap.leases.length} lease(s) at revision ${snap.revision}\n`);
+    return 0;
+  } finally {
+    gateway.close();
+  }
+}
+
+async function configCommand(argv: readonly string[], io: Io): Promise<number> {
+  const [sub, file] = argv;
+  if (sub !== 'check' || file === undefined) {
+    io.stderr('Usage: weft config check <net-conf.json | ->\n');
+    return 2;
+  }
+  const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+  const config = parseNetworkConfig(text, 'etcd');
+  for (const w of config.warnings) io.stderr(`warning: ${w}\n`);
+  const lines = [`backend: ${config.backend.type}`];
+  for (const [label, range] of [['IPv4', config.ipv4], ['IPv6', config.ipv6]] as const) {
+    if (!range) continue;
+    lines.push(`${label} network ${formatCidr(range.network)}: /${range.subnetLen} subnets from ${formatIp(range.subnetMin)} to ${formatIp(range.subnetMax)}`);
+  }
+  io.stdout(lines.join('\n') + '\n');
+  return 0;
+}
+
+function printTable(io: Io, head: string[], rows: string[][]): void {
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  for (const row of [head, ...rows]) io.stdout(row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n');
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const ctl = new AbortController();
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => ctl.abort());
+  const io: Io = { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t), signal: ctl.signal };
+  process.exitCode = await main(process.argv.slice(2), process.env, io);
+}

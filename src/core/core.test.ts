@@ -1,0 +1,55 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Backoff } from './backoff.js';
+import { AsyncQueue } from './async-queue.js';
+import { delay } from './abort.js';
+import { createLogger } from './log.js';
+import { ErrorCodes, WeftError, isRetriable } from './errors.js';
+
+test('backoff doubles up to its cap, jittered between half and all of it', () => {
+  const hi = new Backoff({ initialMs: 100, maxMs: 1000, random: () => 1 });
+  assert.deepEqual([1, 2, 3, 4, 5, 6].map(() => hi.next()), [100, 200, 400, 800, 1000, 1000]);
+  hi.reset();
+  assert.equal(hi.next(), 100);
+  const lo = new Backoff({ initialMs: 100, maxMs: 1000, random: () => 0 });
+  assert.deepEqual([1, 2].map(() => lo.next()), [50, 100]);
+});
+
+test('async queue hands items over in order and rejects on abort', async () => {
+  const q = new AsyncQueue<number>();
+  q.push(1);
+  const ctl = new AbortController();
+  assert.equal(await q.next(ctl.signal), 1);
+  const waiting = q.next(ctl.signal);
+  q.push(2);
+  assert.equal(await waiting, 2);
+  const pending = q.next(ctl.signal);
+  ctl.abort();
+  await assert.rejects(pending, { name: 'AbortError' });
+});
+
+test('delay rejects with the abort reason', async () => {
+  await assert.rejects(delay(10_000, AbortSignal.abort()), { name: 'AbortError' });
+  await delay(1);
+});
+
+test('logger writes one JSON line per call with bindings, errors and levels', () => {
+  const lines: string[] = [];
+  const log = createLogger({ level: 'info', write: (l) => lines.push(l), bindings: { component: 'x' } });
+  log.debug({}, 'hidden');
+  log.child({ sub: 1 }).warn({ err: new WeftError(ErrorCodes.CONFIG, 'bad'), n: 2n }, 'careful');
+  assert.equal(lines.length, 1);
+  const rec = JSON.parse(lines[0]!) as Record<string, unknown>;
+  assert.equal(rec['level'], 'warn');
+  assert.equal(rec['component'], 'x');
+  assert.equal(rec['sub'], 1);
+  assert.equal(rec['n'], '2');
+  assert.deepEqual(rec['err'], { type: 'WeftError', message: 'bad', code: 'WEFT_ERR_CONFIG' });
+  assert.equal(rec['msg'], 'careful');
+});
+
+test('retriability is a property of the code', () => {
+  assert.ok(isRetriable(new WeftError(ErrorCodes.UNAVAILABLE, 'x')));
+  assert.ok(!isRetriable(new WeftError(ErrorCodes.CONFIG, 'x')));
+  assert.ok(!isRetriable(new Error('x')));
+});
