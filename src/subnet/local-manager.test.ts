@@ -15,6 +15,7 @@ import { startTcpProxy } from '../testing/tcp-proxy.js';
 import { type LeaseAttrs, type SubnetPair, formatSubnetPair } from '../lease/lease.js';
 import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
+import { formatSubnetKey } from '../lease/subnet-key.js';
 import { isWeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 
@@ -93,6 +94,18 @@ test('the value written is flannel\'s JSON byte for byte, under flannel\'s key',
   const range = await h.etcd.admin.range(`${prefix}/subnets/`, { prefix: true, signal: AbortSignal.timeout(5000) });
   assert.deepEqual(range.kvs.map((kv) => kv.key), [`${prefix}/subnets/${key}`]);
   assert.notEqual(range.kvs[0]!.lease, '0', 'the key is attached to an etcd lease');
+});
+
+test('dual-stack leases use the & key and carry PublicIPv6', async (t) => {
+  const h = await harness(t, '{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"fc00::/48","Backend":{"Type":"host-gw"}}');
+  const attrs = { publicIp: parseIp('203.0.113.8'), publicIpv6: parseIp('fd00::8'), backendType: 'host-gw' };
+  const lease = await h.manager().acquireLease(attrs, h.signal);
+  assert.ok(lease.subnet.ipv4 && lease.subnet.ipv6);
+  const key = formatSubnetKey(lease.subnet);
+  assert.match(key, /^198\.18\.\d+\.0-24&fc00:0:0:[0-9a-f]+::-64$/);
+  assert.equal(await rawValue(h.etcd, key), '{"PublicIP":"203.0.113.8","PublicIPv6":"fd00::8","BackendType":"host-gw"}');
+  const again = await h.manager().acquireLease(attrs, h.signal);
+  assert.equal(formatSubnetKey(again.subnet), key);
 });
 
 test('a restarted manager with the same public IP gets the same subnet', async (t) => {
