@@ -1,17 +1,17 @@
 /**
  * One etcd client in a fresh process, for bench/run.ts:
- *   node client-probe.js <none|gateway|etcd3> <endpoint> <events>
+ *   node client-probe.js <none|gateway|etcd3> <endpoint> <events> <prefix>
  * 1. loads the client and answers a first range: start-up time, from process start;
- * 2. prints `ready`; the parent writes `events` keys under /bench/watch/ and prints `written`;
+ * 2. prints `ready`; the parent writes `events` keys under the (empty) prefix and prints `written`;
  * 3. watches from before those writes and times the delivery of the whole backlog;
  * 4. prints one JSON line: start-up time, resident memory when connected and after the watch.
  */
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 
-const [kind, endpoint, eventsText] = process.argv.slice(2);
+const [kind, endpoint, eventsText, prefixArg] = process.argv.slice(2);
 const expected = Number(eventsText ?? 0);
-const prefix = '/bench/watch/';
+const prefix = prefixArg ?? '/bench/watch/';
 
 interface Probe {
   readonly revision: number;

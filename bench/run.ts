@@ -57,12 +57,13 @@ async function clientComparison(etcd: EtcdServer): Promise<void> {
   const results: Record<string, Array<Record<string, number>>> = { none: [], gateway: [], etcd3: [] };
   for (let run = 0; run < runs; run++) {
     for (const kind of Object.keys(results)) {
-      const c = child('client-probe.js', [kind, etcd.endpoint, String(kind === 'none' ? 0 : events)]);
+      const prefix = `/bench/watch/${run}/${kind}/`;
+      const c = child('client-probe.js', [kind, etcd.endpoint, String(kind === 'none' ? 0 : events), prefix]);
       await nextLine(c); // ready
       if (kind !== 'none') {
         // Single-key writes, one revision each, as lease churn looks to a watcher.
         const writes = Array.from({ length: events }, (_, i) =>
-          etcd.admin.put(`/bench/watch/${run}/${kind}/${i}`, `{"PublicIP":"203.0.113.${i % 250}"}`, AbortSignal.timeout(30_000)),
+          etcd.admin.put(`${prefix}${i}`, `{"PublicIP":"203.0.113.${i % 250}"}`, AbortSignal.timeout(30_000)),
         );
         await Promise.all(writes);
         c.write('written');

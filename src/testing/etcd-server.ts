@@ -67,7 +67,7 @@ export async function startEtcd(options: { tls?: EtcdServerTls } = {}): Promise<
   if (options.tls) {
     args.push('--cert-file', options.tls.certFile, '--key-file', options.tls.keyFile, '--client-cert-auth', '--trusted-ca-file', options.tls.caFile);
   }
-  const admin = new EtcdGateway({ endpoints: [endpoint], requestTimeoutMs: 2000, ...(options.tls ? { tls: options.tls.client } : {}) });
+  const admin = new EtcdGateway({ endpoints: [endpoint], requestTimeoutMs: 30_000, ...(options.tls ? { tls: options.tls.client } : {}) });
   let child: ChildProcess | undefined;
   let stderr = '';
 

@@ -10,6 +10,9 @@
  *   process.getBuiltinModule, not `import`: an ESM import of node:http builds a namespace of all
  *   its exports, which loads undici for the WebSocket getter and costs ~9 MB of resident memory
  *   (measured on Node 24). node:https is loaded only when an endpoint needs it.
+ * - Unary requests share a bounded pool of keep-alive sockets, so a burst of writes queues in the
+ *   client instead of opening thousands of connections; each watch holds a socket of its own from
+ *   a separate pool, so long-lived watches never starve requests.
  * - Endpoints fail over in order: a request that cannot connect (or gets `unavailable`) moves to
  *   the next endpoint and sticks there while it works.
  * - int64 fields arrive as decimal strings; revisions become numbers (they stay far below 2^53),
@@ -107,14 +110,18 @@ export function prefixRangeEnd(prefix: string): Buffer {
   return Buffer.from([0]);
 }
 
+/** Concurrent unary requests per endpoint; more wait in the client's queue. */
+const maxUnarySockets = 16;
+
 export class EtcdGateway {
   readonly #endpoints: readonly URL[];
   readonly #timeoutMs: number;
   readonly #log: Logger;
   readonly #http = process.getBuiltinModule('node:http') as typeof Http;
   readonly #https: typeof Https | undefined;
-  readonly #httpAgent: Http.Agent;
-  readonly #httpsAgent: Https.Agent | undefined;
+  /** Sockets for [unary requests, watches]. */
+  readonly #httpAgents: readonly [Http.Agent, Http.Agent];
+  readonly #httpsAgents: readonly [Https.Agent, Https.Agent] | undefined;
   readonly #credentials: { name: string; password: string } | undefined;
   #current = 0;
   #token: string | undefined;
@@ -137,14 +144,13 @@ export class EtcdGateway {
     this.#timeoutMs = options.requestTimeoutMs ?? 10_000;
     this.#log = options.log ?? silentLogger;
     const tls = options.tls;
-    this.#httpAgent = new this.#http.Agent({ keepAlive: true });
+    const pools = [{ keepAlive: true, maxSockets: maxUnarySockets }, { keepAlive: false }] as const;
+    this.#httpAgents = [new this.#http.Agent(pools[0]), new this.#http.Agent(pools[1])];
     if (this.#endpoints.some((e) => e.protocol === 'https:')) {
-      this.#https = process.getBuiltinModule('node:https') as typeof Https;
-      this.#httpsAgent = new this.#https.Agent({
-        keepAlive: true,
-        minVersion: 'TLSv1.2',
-        ...(tls ? { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca } : {}) } : {}),
-      });
+      const https = process.getBuiltinModule('node:https') as typeof Https;
+      const tlsOptions = { minVersion: 'TLSv1.2', ...(tls ? { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca } : {}) } : {}) } as const;
+      this.#https = https;
+      this.#httpsAgents = [new https.Agent({ ...pools[0], ...tlsOptions }), new https.Agent({ ...pools[1], ...tlsOptions })];
     }
     this.#credentials = options.username ? { name: options.username, password: options.password ?? '' } : undefined;
   }
@@ -231,7 +237,7 @@ export class EtcdGateway {
   async *watch(key: string, options: { prefix?: boolean; startRevision: number; signal: AbortSignal }): AsyncGenerator<WatchBatch> {
     const create: Record<string, unknown> = { key: b64(key), start_revision: String(options.startRevision) };
     if (options.prefix) create['range_end'] = b64(prefixRangeEnd(key));
-    const res = await this.#open('/v3/watch', { create_request: create }, options.signal);
+    const res = await this.#open('/v3/watch', { create_request: create }, options.signal, { stream: true });
     try {
       for await (const msg of jsonStream(res)) {
         const obj = asObject(msg);
@@ -265,8 +271,7 @@ export class EtcdGateway {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#httpAgent.destroy();
-    this.#httpsAgent?.destroy();
+    for (const agent of [...this.#httpAgents, ...(this.#httpsAgents ?? [])]) agent.destroy();
   }
 
   async #unary(path: string, body: unknown, signal: AbortSignal): Promise<unknown> {
@@ -281,7 +286,7 @@ export class EtcdGateway {
   }
 
   /** POSTs to the current endpoint, failing over; resolves with a 200 response, body unread. */
-  async #open(path: string, body: unknown, signal: AbortSignal, reauthed = false): Promise<Http.IncomingMessage> {
+  async #open(path: string, body: unknown, signal: AbortSignal, how: { stream?: boolean; reauthed?: boolean } = {}): Promise<Http.IncomingMessage> {
     if (this.#closed) throw new WeftError(ErrorCodes.UNAVAILABLE, 'etcd client is closed');
     if (this.#credentials && this.#token === undefined) await this.#authenticate(signal);
     const payload = JSON.stringify(body);
@@ -291,7 +296,7 @@ export class EtcdGateway {
       const endpoint = this.#endpoints[index]!;
       let res: Http.IncomingMessage;
       try {
-        res = await this.#post(endpoint, path, payload, signal);
+        res = await this.#post(endpoint, path, payload, signal, how.stream === true);
       } catch (err) {
         if (signal.aborted) throw abortError(signal);
         lastError = err;
@@ -310,9 +315,9 @@ export class EtcdGateway {
         err = new WeftError(ErrorCodes.ETCD, `etcd answered ${path} with HTTP ${res.statusCode}: ${text.slice(0, 200)}`);
       }
       const code = grpcCode(err);
-      if (code === 16 && this.#credentials && !reauthed) {
+      if (code === 16 && this.#credentials && !how.reauthed) {
         this.#token = undefined;
-        return this.#open(path, body, signal, true);
+        return this.#open(path, body, signal, { ...how, reauthed: true });
       }
       if (code === 14) {
         lastError = err;
@@ -328,8 +333,8 @@ export class EtcdGateway {
     );
   }
 
-  #post(endpoint: URL, path: string, payload: string, signal: AbortSignal): Promise<Http.IncomingMessage> {
-    const secure = endpoint.protocol === 'https:' && this.#https !== undefined && this.#httpsAgent !== undefined;
+  #post(endpoint: URL, path: string, payload: string, signal: AbortSignal, stream = false): Promise<Http.IncomingMessage> {
+    const pool = stream ? 1 : 0;
     const headers: Record<string, string | number> = {
       'content-type': 'application/json',
       'content-length': Buffer.byteLength(payload),
@@ -337,9 +342,10 @@ export class EtcdGateway {
     if (this.#token !== undefined) headers['authorization'] = this.#token;
     return new Promise((resolve, reject) => {
       const options = { method: 'POST', headers, signal };
-      const req = secure
-        ? this.#https!.request(new URL(path, endpoint), { ...options, agent: this.#httpsAgent! }, resolve)
-        : this.#http.request(new URL(path, endpoint), { ...options, agent: this.#httpAgent }, resolve);
+      const req =
+        endpoint.protocol === 'https:' && this.#https && this.#httpsAgents
+          ? this.#https.request(new URL(path, endpoint), { ...options, agent: this.#httpsAgents[pool] }, resolve)
+          : this.#http.request(new URL(path, endpoint), { ...options, agent: this.#httpAgents[pool] }, resolve);
       req.on('error', reject);
       req.end(payload);
     });
