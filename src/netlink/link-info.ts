@@ -1,0 +1,111 @@
+/**
+ * IFLA_LINKINFO for vxlan devices, which the `netlink` package leaves as raw bytes: a small typed
+ * encoder and decoder of the attributes weft uses (linux/if_link.h).
+ */
+import type { IpAddr } from '../ip/ip.js';
+import type { VxlanSpec } from './netlink.js';
+
+const IFLA_INFO_KIND = 1;
+const IFLA_INFO_DATA = 2;
+const NLA_F_NESTED = 0x8000;
+const VXLAN = {
+  ID: 1,
+  LINK: 3,
+  LOCAL: 4,
+  LEARNING: 7,
+  L2MISS: 13,
+  L3MISS: 14,
+  PORT: 15,
+  LOCAL6: 17,
+  GBP: 23,
+} as const;
+
+function attr(type: number, payload: Buffer): Buffer {
+  const len = 4 + payload.length;
+  const out = Buffer.alloc((len + 3) & ~3);
+  out.writeUInt16LE(len, 0);
+  out.writeUInt16LE(type, 2);
+  payload.copy(out, 4);
+  return out;
+}
+
+const u8 = (v: number): Buffer => Buffer.from([v]);
+const u32 = (v: number): Buffer => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(v);
+  return b;
+};
+const be16 = (v: number): Buffer => {
+  const b = Buffer.alloc(2);
+  b.writeUInt16BE(v);
+  return b;
+};
+
+export function ipBytes(ip: IpAddr): Buffer {
+  const len = ip.family === 4 ? 4 : 16;
+  const b = Buffer.alloc(len);
+  let v = ip.value;
+  for (let i = len - 1; i >= 0; i--) {
+    b[i] = Number(v & 0xffn);
+    v >>= 8n;
+  }
+  return b;
+}
+
+export function bytesIp(b: Buffer): IpAddr | undefined {
+  if (b.length !== 4 && b.length !== 16) return undefined;
+  let v = 0n;
+  for (const byte of b) v = (v << 8n) | BigInt(byte);
+  return { family: b.length === 4 ? 4 : 6, value: v };
+}
+
+export function encodeVxlanLinkInfo(spec: VxlanSpec): Buffer {
+  const data: Buffer[] = [attr(VXLAN.ID, u32(spec.vni))];
+  if (spec.underlay !== undefined) data.push(attr(VXLAN.LINK, u32(spec.underlay)));
+  if (spec.local) data.push(attr(spec.local.family === 4 ? VXLAN.LOCAL : VXLAN.LOCAL6, ipBytes(spec.local)));
+  data.push(attr(VXLAN.LEARNING, u8(spec.learning ? 1 : 0)));
+  data.push(attr(VXLAN.L2MISS, u8(0)), attr(VXLAN.L3MISS, u8(0)));
+  if (spec.port) data.push(attr(VXLAN.PORT, be16(spec.port)));
+  if (spec.gbp) data.push(attr(VXLAN.GBP, Buffer.alloc(0)));
+  return Buffer.concat([attr(IFLA_INFO_KIND, Buffer.from('vxlan\0')), attr(IFLA_INFO_DATA | NLA_F_NESTED, Buffer.concat(data))]);
+}
+
+function* attrs(buf: Buffer): Generator<[number, Buffer]> {
+  let off = 0;
+  while (off + 4 <= buf.length) {
+    const len = buf.readUInt16LE(off);
+    const type = buf.readUInt16LE(off + 2) & 0x3fff;
+    if (len < 4 || off + len > buf.length) return;
+    yield [type, buf.subarray(off + 4, off + len)];
+    off += (len + 3) & ~3;
+  }
+}
+
+/** The link kind and, for vxlan, its settings. */
+export function decodeLinkInfo(buf: Buffer): { kind?: string; vxlan?: VxlanSpec } {
+  let kind: string | undefined;
+  let data: Buffer | undefined;
+  for (const [type, payload] of attrs(buf)) {
+    if (type === IFLA_INFO_KIND) kind = payload.toString('utf8').replace(/\0+$/, '');
+    else if (type === IFLA_INFO_DATA) data = payload;
+  }
+  if (kind !== 'vxlan' || !data) return kind === undefined ? {} : { kind };
+  let vni = 0;
+  let underlay: number | undefined;
+  let local: IpAddr | undefined;
+  let port = 0;
+  let learning = false;
+  let gbp = false;
+  for (const [type, p] of attrs(data)) {
+    if (type === VXLAN.ID && p.length >= 4) vni = p.readUInt32LE();
+    else if (type === VXLAN.LINK && p.length >= 4) underlay = p.readUInt32LE();
+    else if ((type === VXLAN.LOCAL || type === VXLAN.LOCAL6) && p.length) local = bytesIp(p);
+    else if (type === VXLAN.PORT && p.length >= 2) port = p.readUInt16BE();
+    else if (type === VXLAN.LEARNING && p.length >= 1) learning = p[0] === 1;
+    else if (type === VXLAN.GBP) gbp = true;
+  }
+  return {
+    kind,
+    vxlan: { vni, port, learning, gbp, ...(underlay !== undefined && underlay !== 0 ? { underlay } : {}), ...(local && local.value !== 0n ? { local } : {}) },
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * Run inside a test namespace by rtnetlink.netns.test.ts: drives the real adapter through every
+ * operation and prints what it observed as JSON. Not part of weft's runtime.
+ */
+import { RtNetlink } from './rtnetlink.js';
+import { parseCidr } from '../ip/cidr.js';
+import { parseIp, formatIp } from '../ip/ip.js';
+
+const nl = new RtNetlink();
+const out: Record<string, unknown> = {};
+const ctl = new AbortController();
+const changes: string[] = [];
+const watching = (async () => {
+  for await (const batch of nl.subscribe(ctl.signal)) for (const c of batch) changes.push(`${c.kind}${c.deleted ? '-' : '+'}`);
+})();
+await new Promise((r) => setTimeout(r, 100));
+
+const eth = (await nl.linkByName('eth0'))!;
+const vx = await nl.createVxlan('flannel.7', { vni: 7, underlay: eth.index, local: parseIp('203.0.113.1'), port: 0, learning: false, gbp: false }, { mac: '0e:2a:00:00:00:07', mtu: 1450 });
+await nl.addAddress(vx.index, parseIp('198.18.1.0'), 32);
+await nl.setLink(vx.index, { up: true });
+out['vxlan'] = await nl.linkByName('flannel.7');
+out['addresses'] = (await nl.addresses({ index: vx.index, family: 4 })).map((a) => `${formatIp(a.ip)}/${a.prefix}`);
+await nl.replaceNeighbour({ index: vx.index, ip: parseIp('198.18.2.0'), mac: '0e:2a:00:00:00:02' });
+await nl.replaceNeighbour({ index: vx.index, ip: parseIp('198.18.2.0'), mac: '0e:2a:00:00:00:03' });
+await nl.replaceFdb({ index: vx.index, mac: '0e:2a:00:00:00:03', dst: parseIp('203.0.113.2') });
+await nl.replaceRoute({ dst: parseCidr('198.18.2.0/24'), gateway: parseIp('198.18.2.0'), index: vx.index, onlink: true });
+await nl.replaceRoute({ dst: parseCidr('198.18.3.0/24'), gateway: parseIp('203.0.113.3'), index: eth.index });
+await nl.replaceRoute({ dst: parseCidr('198.18.1.0/24'), type: 'blackhole' });
+out['neighbours'] = (await nl.neighbours(vx.index, 4)).map((n) => `${formatIp(n.ip)} ${n.mac} ${n.permanent}`);
+out['fdb'] = (await nl.fdb(vx.index)).filter((f) => f.dst).map((f) => `${f.mac} ${formatIp(f.dst!)} ${f.self} ${f.permanent}`);
+out['routes'] = (await nl.routes(4)).map((r) => `${formatIp(r.dst.ip)}/${r.dst.prefix} ${r.gateway ? formatIp(r.gateway) : '-'} ${r.index ?? '-'} ${r.onlink ? 'onlink' : ''} ${r.type}`.trim());
+const got = await nl.routeGet(parseIp('203.0.113.9'));
+out['routeGet'] = got ? `${got.gateway ? formatIp(got.gateway) : 'direct'} ${got.index}` : 'none';
+await nl.deleteRoute({ dst: parseCidr('198.18.3.0/24'), gateway: parseIp('203.0.113.3'), index: eth.index });
+await nl.deleteRoute({ dst: parseCidr('198.18.3.0/24'), gateway: parseIp('203.0.113.3'), index: eth.index });
+await nl.deleteNeighbour({ index: vx.index, ip: parseIp('198.18.2.0') });
+await nl.deleteNeighbour({ index: vx.index, ip: parseIp('198.18.2.0') });
+await nl.deleteFdb({ index: vx.index, mac: '0e:2a:00:00:00:03', dst: parseIp('203.0.113.2') });
+out['afterDelete'] = { neighbours: (await nl.neighbours(vx.index, 4)).length, fdb: (await nl.fdb(vx.index)).filter((f) => f.dst).length };
+await nl.setLink(vx.index, { mtu: 1400 });
+out['mtu'] = (await nl.linkByName('flannel.7'))?.mtu;
+await new Promise((r) => setTimeout(r, 100));
+ctl.abort();
+await watching;
+out['changes'] = [...new Set(changes)].sort();
+nl.close();
+process.stdout.write(JSON.stringify(out, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) + '\n');

@@ -1,0 +1,125 @@
+/**
+ * The kernel as weft sees it: links, addresses, routes, neighbours and bridge FDB entries, plus a
+ * stream of change notifications. Backends depend on this port only; `rtnetlink.ts` implements it
+ * over the `netlink` package.
+ */
+import type { Cidr } from '../ip/cidr.js';
+import type { Family, IpAddr } from '../ip/ip.js';
+
+export interface VxlanSpec {
+  readonly vni: number;
+  /** Underlay device index (`dev`). */
+  readonly underlay?: number;
+  readonly local?: IpAddr;
+  /** UDP destination port; 0 keeps the kernel default (8472). */
+  readonly port: number;
+  readonly learning: boolean;
+  readonly gbp: boolean;
+}
+
+export interface LinkInfo {
+  readonly index: number;
+  readonly name: string;
+  /** `vxlan`, `bridge`, `veth`, ... ; undefined for plain devices. */
+  readonly kind?: string;
+  readonly mtu: number;
+  readonly up: boolean;
+  /** Lowercase `aa:bb:..`, when the link has one. */
+  readonly mac?: string;
+  readonly vxlan?: VxlanSpec;
+}
+
+export interface AddressInfo {
+  readonly index: number;
+  readonly ip: IpAddr;
+  readonly prefix: number;
+  /** RT_SCOPE_*: 0 universe (global), 253 link, 254 host. */
+  readonly scope: number;
+  readonly permanent: boolean;
+  readonly deprecated: boolean;
+  readonly temporary: boolean;
+}
+
+export interface RouteSpec {
+  readonly dst: Cidr;
+  readonly gateway?: IpAddr;
+  /** Output device index. */
+  readonly index?: number;
+  readonly onlink?: boolean;
+  readonly type?: 'unicast' | 'blackhole';
+}
+
+export interface RouteInfo extends RouteSpec {
+  readonly table: number;
+  readonly protocol: number;
+  readonly scope: number;
+  readonly prefsrc?: IpAddr;
+}
+
+export interface NeighbourSpec {
+  readonly index: number;
+  readonly ip: IpAddr;
+  readonly mac: string;
+}
+
+export interface NeighbourInfo extends NeighbourSpec {
+  readonly permanent: boolean;
+}
+
+export interface FdbSpec {
+  readonly index: number;
+  readonly mac: string;
+  readonly dst: IpAddr;
+}
+
+export interface FdbInfo {
+  readonly index: number;
+  readonly mac: string;
+  readonly dst?: IpAddr;
+  readonly permanent: boolean;
+  readonly self: boolean;
+}
+
+export type NetlinkChange =
+  | { readonly kind: 'link'; readonly index: number; readonly deleted: boolean; readonly name?: string }
+  | { readonly kind: 'route'; readonly deleted: boolean; readonly dst?: Cidr }
+  | { readonly kind: 'neigh'; readonly index: number; readonly deleted: boolean; readonly bridge: boolean }
+  | { readonly kind: 'addr'; readonly index: number; readonly deleted: boolean };
+
+/**
+ * All methods act on the network namespace the process runs in. Mutations are idempotent where
+ * the kernel allows (`replace*`); deletions of entries that are already gone resolve quietly.
+ */
+export interface Netlink {
+  links(): Promise<LinkInfo[]>;
+  linkByName(name: string): Promise<LinkInfo | undefined>;
+  createVxlan(name: string, spec: VxlanSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo>;
+  deleteLink(index: number): Promise<void>;
+  setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void>;
+
+  addresses(options?: { index?: number; family?: Family }): Promise<AddressInfo[]>;
+  addAddress(index: number, ip: IpAddr, prefix: number): Promise<void>;
+  deleteAddress(index: number, ip: IpAddr, prefix: number): Promise<void>;
+
+  /** Routes of the main table. */
+  routes(family: Family): Promise<RouteInfo[]>;
+  replaceRoute(route: RouteSpec): Promise<void>;
+  deleteRoute(route: RouteSpec): Promise<void>;
+  /** The route the kernel would use to reach `ip` (`ip route get`). */
+  routeGet(ip: IpAddr): Promise<RouteInfo | undefined>;
+
+  neighbours(index: number, family: Family): Promise<NeighbourInfo[]>;
+  /** A PERMANENT neighbour entry. */
+  replaceNeighbour(entry: NeighbourSpec): Promise<void>;
+  deleteNeighbour(entry: { index: number; ip: IpAddr }): Promise<void>;
+
+  fdb(index: number): Promise<FdbInfo[]>;
+  /** A PERMANENT `self` FDB entry with a remote destination (vxlan). */
+  replaceFdb(entry: FdbSpec): Promise<void>;
+  deleteFdb(entry: FdbSpec): Promise<void>;
+
+  /** Kernel changes to links, addresses, routes and neighbours, until `signal` aborts. */
+  subscribe(signal: AbortSignal): AsyncIterable<NetlinkChange[]>;
+
+  close(): void;
+}

@@ -1,0 +1,51 @@
+/** The rtnetlink adapter against a real kernel, inside a throwaway namespace. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { createNetns, deleteNetns, ipJson, netnsSkipReason, nsExec, nsName, sh } from '../testing/netns.js';
+
+const skip = netnsSkipReason();
+
+test('links, addresses, routes, neighbours, FDB and change notifications through rtnetlink', { skip, timeout: 60_000 }, async (t) => {
+  const ns = nsName('nl');
+  const peer = nsName('nlp');
+  t.after(async () => {
+    await deleteNetns(ns);
+    await deleteNetns(peer);
+  });
+  await createNetns(ns);
+  await createNetns(peer);
+  await sh('ip', ['link', 'add', 'eth0', 'netns', ns, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', peer]);
+  await nsExec(ns, 'ip', ['addr', 'add', '203.0.113.1/24', 'dev', 'eth0']);
+  await nsExec(ns, 'ip', ['link', 'set', 'eth0', 'up']);
+  await nsExec(peer, 'ip', ['link', 'set', 'eth0', 'up']);
+
+  const script = fileURLToPath(new URL('./netlink-exercise.js', import.meta.url));
+  const out = JSON.parse(await nsExec(ns, process.execPath, [script])) as Record<string, unknown>;
+  const vx = out['vxlan'] as { kind: string; mac: string; mtu: number; up: boolean; vxlan: Record<string, unknown> };
+  assert.equal(vx.kind, 'vxlan');
+  assert.equal(vx.mac, '0e:2a:00:00:00:07');
+  assert.equal(vx.mtu, 1450);
+  assert.equal(vx.up, true);
+  assert.equal(vx.vxlan['vni'], 7);
+  assert.deepEqual(out['addresses'], ['198.18.1.0/32']);
+  assert.deepEqual(out['neighbours'], ['198.18.2.0 0e:2a:00:00:00:03 true']);
+  assert.deepEqual(out['fdb'], ['0e:2a:00:00:00:03 203.0.113.2 true true']);
+  const routes = out['routes'] as string[];
+  assert.ok(routes.some((r) => /^198\.18\.2\.0\/24 198\.18\.2\.0 \d+ onlink unicast$/.test(r)), routes.join('\n'));
+  assert.ok(routes.some((r) => /^198\.18\.3\.0\/24 203\.0\.113\.3 \d+ {2}unicast$/.test(r)), routes.join('\n'));
+  assert.ok(routes.some((r) => /^198\.18\.1\.0\/24 - - {2}blackhole$/.test(r)), routes.join('\n'));
+  assert.match(out['routeGet'] as string, /^direct \d+$/);
+  assert.deepEqual(out['afterDelete'], { neighbours: 0, fdb: 0 });
+  assert.equal(out['mtu'], 1400);
+  assert.deepEqual(out['changes'], ['addr+', 'link+', 'neigh+', 'neigh-', 'route+', 'route-']);
+
+  // What iproute2 sees, independently of the adapter.
+  const [link] = await ipJson<Array<{ linkinfo: { info_kind: string; info_data: Record<string, unknown> } }>>(ns, ['-d', 'link', 'show', 'flannel.7']);
+  assert.equal(link!.linkinfo.info_kind, 'vxlan');
+  assert.equal(link!.linkinfo.info_data['id'], 7);
+  assert.equal(link!.linkinfo.info_data['local'], '203.0.113.1');
+  assert.equal(link!.linkinfo.info_data['learning'], false);
+  const onlink = await ipJson<Array<{ dst: string; flags: string[] }>>(ns, ['route', 'show', '198.18.2.0/24']);
+  assert.deepEqual(onlink[0]?.flags, ['onlink']);
+});

@@ -1,0 +1,331 @@
+/**
+ * The Netlink port over the `netlink` package (rtnetlink in the current network namespace).
+ * Requests go over one socket; `subscribe` opens a second one joined to the link, address, route
+ * and neighbour multicast groups. vxlan link attributes, which the package leaves raw, come from
+ * link-info.ts.
+ */
+import { createRequire } from 'node:module';
+import type * as NetlinkPkg from 'netlink';
+import { AsyncQueue } from '../core/async-queue.js';
+import type { Cidr } from '../ip/cidr.js';
+import { type Family, type IpAddr } from '../ip/ip.js';
+import { bytesIp, decodeLinkInfo, encodeVxlanLinkInfo, ipBytes } from './link-info.js';
+import type {
+  AddressInfo, FdbInfo, FdbSpec, LinkInfo, Netlink, NetlinkChange, NeighbourInfo, NeighbourSpec, RouteInfo, RouteSpec, VxlanSpec,
+} from './netlink.js';
+
+// The package is CommonJS with a native addon; load it only when a Netlink is actually made.
+const load = (): typeof NetlinkPkg => createRequire(import.meta.url)('netlink') as typeof NetlinkPkg;
+
+const AF_INET = 2;
+const AF_INET6 = 10;
+const AF_BRIDGE = 7;
+const RT_TABLE_MAIN = 254;
+const RTPROT_BOOT = 3;
+const RTNH_F_ONLINK = 4;
+const NLM_F_REPLACE = 0x100;
+const NLM_F_CREATE = 0x400;
+const NLM_F_EXCL = 0x200;
+const RTM = { NEWLINK: 16, DELLINK: 17, NEWADDR: 20, DELADDR: 21, NEWROUTE: 24, DELROUTE: 25, NEWNEIGH: 28, DELNEIGH: 29 } as const;
+
+const af = (family: Family): number => (family === 4 ? AF_INET : AF_INET6);
+
+export function formatMac(b: Buffer | undefined): string | undefined {
+  return b && b.length === 6 ? [...b].map((x) => x.toString(16).padStart(2, '0')).join(':') : undefined;
+}
+
+export function macBytes(mac: string): Buffer {
+  const parts = mac.split(/[:-]/);
+  if (parts.length !== 6 || parts.some((p) => !/^[0-9a-fA-F]{2}$/.test(p))) throw new Error(`invalid MAC address ${JSON.stringify(mac)}`);
+  return Buffer.from(parts.map((p) => parseInt(p, 16)));
+}
+
+function enumNumber(value: unknown, names: Record<string, unknown>): number {
+  if (typeof value === 'number') return value;
+  if (typeof value === 'string' && typeof names[value] === 'number') return names[value];
+  return 0;
+}
+
+/**
+ * The kernel's errno name for a rejected request. The package reports it only inside the message
+ * (`Request rejected: ESRCH`), so this one place reads it from there.
+ */
+export function kernelError(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string') return code;
+  return err instanceof Error ? /Request rejected: ([A-Z0-9]+)/.exec(err.message)?.[1] : undefined;
+}
+
+/** Errors the kernel reports for an entry that is already gone. */
+function isGone(err: unknown): boolean {
+  const code = kernelError(err);
+  return code === 'ESRCH' || code === 'ENOENT' || code === 'EADDRNOTAVAIL' || code === 'ENODEV';
+}
+
+export class RtNetlink implements Netlink {
+  readonly #pkg = load();
+  readonly #sock = this.#pkg.createRtNetlink();
+
+  async links(): Promise<LinkInfo[]> {
+    return (await this.#sock.getLinks()).map((m) => this.#link(m));
+  }
+
+  async linkByName(name: string): Promise<LinkInfo | undefined> {
+    return (await this.links()).find((l) => l.name === name);
+  }
+
+  async createVxlan(name: string, spec: VxlanSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo> {
+    await this.#sock.newLink(
+      {},
+      {
+        ifname: name,
+        linkinfo: encodeVxlanLinkInfo(spec),
+        ...(options.mac ? { address: macBytes(options.mac) } : {}),
+        ...(options.mtu ? { mtu: options.mtu } : {}),
+      },
+      { flags: NLM_F_CREATE | NLM_F_EXCL },
+    );
+    const link = await this.linkByName(name);
+    if (!link) throw new Error(`vxlan device ${name} vanished right after creation`);
+    return link;
+  }
+
+  async deleteLink(index: number): Promise<void> {
+    try {
+      await this.#sock.delLink({ index });
+    } catch (err) {
+      if (!isGone(err)) throw err;
+    }
+  }
+
+  async setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void> {
+    const data = change.up === undefined ? { index } : { index, change: { up: true as const }, flags: change.up ? { up: true as const } : {} };
+    await this.#sock.setLink(data, change.mtu === undefined ? {} : { mtu: change.mtu });
+  }
+
+  async addresses(options: { index?: number; family?: Family } = {}): Promise<AddressInfo[]> {
+    const msgs = await this.#sock.getAddresses(options.family ? { family: af(options.family) } : {});
+    const out: AddressInfo[] = [];
+    for (const m of msgs) {
+      const ip = bytesIp(m.attrs.local ?? m.attrs.address ?? Buffer.alloc(0));
+      if (!ip || m.data.index === undefined) continue;
+      if (options.index !== undefined && m.data.index !== options.index) continue;
+      const flags = m.attrs.flags ?? m.data.flags ?? {};
+      out.push({
+        index: m.data.index,
+        ip,
+        prefix: m.data.prefixlen ?? 0,
+        scope: m.data.scope ?? 0,
+        permanent: flags.permanent === true,
+        deprecated: flags.deprecated === true,
+        temporary: (flags as { secondary?: true }).secondary === true,
+      });
+    }
+    return out;
+  }
+
+  async addAddress(index: number, ip: IpAddr, prefix: number): Promise<void> {
+    const bytes = ipBytes(ip);
+    await this.#sock.newAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { flags: NLM_F_CREATE | NLM_F_REPLACE });
+  }
+
+  async deleteAddress(index: number, ip: IpAddr, prefix: number): Promise<void> {
+    const bytes = ipBytes(ip);
+    try {
+      await this.#sock.delAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes });
+    } catch (err) {
+      if (!isGone(err)) throw err;
+    }
+  }
+
+  async routes(family: Family): Promise<RouteInfo[]> {
+    const msgs = await this.#sock.getRoutes({ family: af(family) });
+    const out: RouteInfo[] = [];
+    for (const m of msgs) {
+      const route = this.#route(m, family);
+      if (route && route.table === RT_TABLE_MAIN) out.push(route);
+    }
+    return out;
+  }
+
+  async replaceRoute(route: RouteSpec): Promise<void> {
+    const [data, attrs] = this.#routeRequest(route);
+    await this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_REPLACE });
+  }
+
+  async deleteRoute(route: RouteSpec): Promise<void> {
+    const [data, attrs] = this.#routeRequest(route);
+    try {
+      await this.#sock.delRoute(data, attrs);
+    } catch (err) {
+      if (!isGone(err)) throw err;
+    }
+  }
+
+  async routeGet(ip: IpAddr): Promise<RouteInfo | undefined> {
+    try {
+      const msgs = await this.#sock.getRoute({ family: af(ip.family), dstLen: ip.family === 4 ? 32 : 128 }, { dst: ipBytes(ip) });
+      const m = msgs[0];
+      return m ? this.#route(m, ip.family) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async neighbours(index: number, family: Family): Promise<NeighbourInfo[]> {
+    const msgs = await this.#sock.getNeighbors({ family: af(family) });
+    const out: NeighbourInfo[] = [];
+    for (const m of msgs) {
+      if (m.data.ifindex !== index) continue;
+      const ip = bytesIp(m.attrs.dst ?? Buffer.alloc(0));
+      const mac = formatMac(m.attrs.lladdr);
+      if (ip && mac) out.push({ index, ip, mac, permanent: m.data.state?.permanent === true });
+    }
+    return out;
+  }
+
+  async replaceNeighbour(entry: NeighbourSpec): Promise<void> {
+    await this.#sock.newNeighbor(
+      { family: af(entry.ip.family), ifindex: entry.index, state: { permanent: true } },
+      { dst: ipBytes(entry.ip), lladdr: macBytes(entry.mac) },
+      { flags: NLM_F_CREATE | NLM_F_REPLACE },
+    );
+  }
+
+  async deleteNeighbour(entry: { index: number; ip: IpAddr }): Promise<void> {
+    try {
+      await this.#sock.delNeighbor({ family: af(entry.ip.family), ifindex: entry.index }, { dst: ipBytes(entry.ip) });
+    } catch (err) {
+      if (!isGone(err)) throw err;
+    }
+  }
+
+  async fdb(index: number): Promise<FdbInfo[]> {
+    const msgs = await this.#sock.getNeighbors({ family: AF_BRIDGE });
+    const out: FdbInfo[] = [];
+    for (const m of msgs) {
+      if (m.data.ifindex !== index) continue;
+      const mac = formatMac(m.attrs.lladdr);
+      if (!mac) continue;
+      const dst = m.attrs.dst ? bytesIp(m.attrs.dst) : undefined;
+      out.push({ index, mac, ...(dst ? { dst } : {}), permanent: m.data.state?.permanent === true, self: m.data.flags?.self === true });
+    }
+    return out;
+  }
+
+  async replaceFdb(entry: FdbSpec): Promise<void> {
+    await this.#sock.newNeighbor(
+      { family: AF_BRIDGE, ifindex: entry.index, state: { permanent: true }, flags: { self: true } },
+      { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) },
+      { flags: NLM_F_CREATE | NLM_F_REPLACE },
+    );
+  }
+
+  async deleteFdb(entry: FdbSpec): Promise<void> {
+    try {
+      await this.#sock.delNeighbor({ family: AF_BRIDGE, ifindex: entry.index, flags: { self: true } }, { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) });
+    } catch (err) {
+      if (!isGone(err)) throw err;
+    }
+  }
+
+  async *subscribe(signal: AbortSignal): AsyncGenerator<NetlinkChange[]> {
+    const mon = this.#pkg.createRtNetlink();
+    for (const group of ['LINK', 'NEIGH', 'IPV4_IFADDR', 'IPV4_ROUTE', 'IPV6_IFADDR', 'IPV6_ROUTE'] as const) mon.addMembership(group);
+    mon.socket.ref(true);
+    const queue = new AsyncQueue<NetlinkChange[]>();
+    const rt = this.#pkg.rt;
+    const onMessage = (msgs: Array<{ type: number; data: Buffer }>): void => {
+      const changes: NetlinkChange[] = [];
+      for (const { type, data } of msgs) {
+        try {
+          if (type === RTM.NEWLINK || type === RTM.DELLINK) {
+            const m = rt.parseLinkMessage(data);
+            changes.push({ kind: 'link', index: m.data.index ?? 0, deleted: type === RTM.DELLINK, ...(m.attrs.ifname ? { name: m.attrs.ifname } : {}) });
+          } else if (type === RTM.NEWADDR || type === RTM.DELADDR) {
+            const m = rt.parseAddressMessage(data);
+            changes.push({ kind: 'addr', index: m.data.index ?? 0, deleted: type === RTM.DELADDR });
+          } else if (type === RTM.NEWROUTE || type === RTM.DELROUTE) {
+            changes.push({ kind: 'route', deleted: type === RTM.DELROUTE });
+          } else if (type === RTM.NEWNEIGH || type === RTM.DELNEIGH) {
+            const m = rt.parseNeighborMessage(data);
+            changes.push({ kind: 'neigh', index: m.data.ifindex ?? 0, deleted: type === RTM.DELNEIGH, bridge: m.data.family === AF_BRIDGE });
+          }
+        } catch {
+          // An unparsable notification still means something changed.
+          changes.push({ kind: 'route', deleted: true });
+        }
+      }
+      if (changes.length > 0) queue.push(changes);
+    };
+    mon.socket.on('message', onMessage);
+    try {
+      for (;;) yield await queue.next(signal);
+    } catch (err) {
+      if (!signal.aborted) throw err;
+    } finally {
+      mon.socket.off('message', onMessage);
+      mon.socket.close();
+    }
+  }
+
+  close(): void {
+    this.#sock.socket.close();
+  }
+
+  #link(m: NetlinkPkg.rt.LinkMessage): LinkInfo {
+    const info = m.attrs.linkinfo ? decodeLinkInfo(m.attrs.linkinfo) : {};
+    const mac = formatMac(m.attrs.address);
+    return {
+      index: m.data.index ?? 0,
+      name: m.attrs.ifname ?? '',
+      mtu: m.attrs.mtu ?? 0,
+      up: m.data.flags?.up === true,
+      ...(mac ? { mac } : {}),
+      ...(info.kind ? { kind: info.kind } : {}),
+      ...(info.vxlan ? { vxlan: info.vxlan } : {}),
+    };
+  }
+
+  #route(m: NetlinkPkg.rt.RouteMessage, family: Family): RouteInfo | undefined {
+    const rt = this.#pkg.rt;
+    const dstIp = m.attrs.dst ? bytesIp(m.attrs.dst) : { family, value: 0n };
+    if (!dstIp) return undefined;
+    const dst: Cidr = { ip: dstIp, prefix: m.data.dstLen ?? 0 };
+    const gateway = m.attrs.gateway ? bytesIp(m.attrs.gateway) : undefined;
+    const prefsrc = m.attrs.prefsrc ? bytesIp(m.attrs.prefsrc) : undefined;
+    const type = enumNumber(m.data.type, rt.RouteType as unknown as Record<string, unknown>);
+    const flags = (m.data.flags as { __unknown?: number } | undefined)?.__unknown ?? 0;
+    return {
+      dst,
+      ...(gateway ? { gateway } : {}),
+      ...(m.attrs.oif !== undefined ? { index: m.attrs.oif } : {}),
+      ...(prefsrc ? { prefsrc } : {}),
+      onlink: (flags & RTNH_F_ONLINK) !== 0,
+      type: type === 6 ? 'blackhole' : 'unicast',
+      table: m.attrs.table ?? m.data.table ?? 0,
+      protocol: enumNumber(m.data.protocol, rt.RouteProtocol as unknown as Record<string, unknown>),
+      scope: enumNumber(m.data.scope, rt.RouteScope as unknown as Record<string, unknown>),
+    };
+  }
+
+  #routeRequest(route: RouteSpec): [NetlinkPkg.rt.Route, NetlinkPkg.rt.RouteAttrs] {
+    const family = route.dst.ip.family;
+    const blackhole = route.type === 'blackhole';
+    const data: NetlinkPkg.rt.Route = {
+      family: af(family),
+      dstLen: route.dst.prefix,
+      table: RT_TABLE_MAIN,
+      protocol: RTPROT_BOOT,
+      scope: route.gateway || blackhole ? 0 : 253,
+      type: blackhole ? 6 : 1,
+      ...(route.onlink ? { flags: { __unknown: RTNH_F_ONLINK } } : {}),
+    };
+    const attrs: NetlinkPkg.rt.RouteAttrs = {
+      dst: ipBytes(route.dst.ip),
+      ...(route.gateway ? { gateway: ipBytes(route.gateway) } : {}),
+      ...(route.index !== undefined ? { oif: route.index } : {}),
+    };
+    return [data, attrs];
+  }
+}
