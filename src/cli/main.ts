@@ -15,18 +15,17 @@ import { parseFlags, usage } from './flags.js';
 import { etcdFlags } from './options.js';
 import { connectEtcd } from './etcd-connect.js';
 import { version } from './version.js';
+import type { Io } from './io.js';
+import { runAgent } from './daemon.js';
 
-export interface Io {
-  readonly stdout: (text: string) => void;
-  readonly stderr: (text: string) => void;
-  readonly signal: AbortSignal;
-}
+export type { Io } from './io.js';
 
 const help = `weft ${version}: a flannel-compatible overlay network agent
 
 Usage: weft <command> [flags]
 
 Commands:
+  agent            the node agent, flanneld's replacement (flags: flanneld's; see weft agent -h)
   leases           list the subnet leases in etcd (flags: the --etcd-* flags of flanneld; --json)
   config check F   validate a network config file (net-conf.json; '-' reads stdin) as flanneld would
   version          print the version
@@ -34,6 +33,8 @@ Commands:
 `;
 
 export async function main(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: Io): Promise<number> {
+  // Installed as `flanneld`, weft is the agent with flanneld's command line, so units work unchanged.
+  if (env['WEFT_ARGV0'] === 'flanneld') return runAgent(argv, env, io);
   const [command, ...rest] = argv;
   try {
     switch (command) {
@@ -47,6 +48,8 @@ export async function main(argv: readonly string[], env: Readonly<Record<string,
       case '--help':
         io.stdout(help);
         return 0;
+      case 'agent':
+        return await runAgent(rest, env, io);
       case 'leases':
         return await leasesCommand(rest, env, io);
       case 'config':
@@ -123,6 +126,7 @@ async function readStdin(): Promise<string> {
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const ctl = new AbortController();
+  // The first signal shuts down cleanly; a second one gets the default behaviour (exit at once).
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => ctl.abort());
   const io: Io = { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t), signal: ctl.signal };
   process.exitCode = await main(process.argv.slice(2), process.env, io);

@@ -158,6 +158,18 @@ export class LocalManager implements SubnetManager {
     }
   }
 
+  /**
+   * Asks the registry whether it still holds this node's lease as written: true or false, or a
+   * rejection when the registry cannot be reached. For the health endpoint.
+   */
+  async verifyLease(signal: AbortSignal): Promise<boolean> {
+    const own = this.#own;
+    if (!own || !this.#attrs) return false;
+    const snap = await this.#registry.getLeases({ subnet: own.subnet, signal });
+    const stored = snap.leases[0];
+    return stored !== undefined && leaseAttrsEqual(stored.attrs, this.#attrs);
+  }
+
   async *watchLeases(signal: AbortSignal): AsyncGenerator<LeaseEvent[]> {
     const config = this.#config ?? (await this.getNetworkConfig(signal));
     let first = true;

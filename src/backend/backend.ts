@@ -1,0 +1,49 @@
+/**
+ * Backend contracts. A backend turns the network config into a Network: it prepares its device,
+ * says what the node publishes (lease attributes, MTU), programs the device for the node's lease,
+ * and keeps every peer programmed from lease events until told to stop.
+ */
+import type { Logger } from '../core/log.js';
+import type { NetworkConfig } from '../config/network-config.js';
+import type { IpAddr } from '../ip/ip.js';
+import type { Lease, LeaseAttrs, LeaseEvent } from '../lease/lease.js';
+import type { Netlink } from '../netlink/netlink.js';
+
+/** The interface peers reach this node through (flanneld's "external interface"). */
+export interface ExternalInterface {
+  readonly index: number;
+  readonly name: string;
+  readonly mtu: number;
+  /** The interface's own IPv4 address, if it has one. */
+  readonly ifaceAddr?: IpAddr;
+  readonly ifaceAddr6?: IpAddr;
+  /** What peers send to: `--public-ip`, else the interface address. */
+  readonly publicIp?: IpAddr;
+  readonly publicIpv6?: IpAddr;
+}
+
+export interface BackendDeps {
+  readonly netlink: Netlink;
+  readonly log: Logger;
+  readonly extIface: ExternalInterface;
+}
+
+export interface Network {
+  /** Attributes to publish in the lease, BackendType included. */
+  readonly attrs: LeaseAttrs;
+  /** FLANNEL_MTU. */
+  readonly mtu: number;
+  /** Programs the node's own side for `lease`; called once acquired and again when it changes. */
+  setLease(lease: Lease, signal: AbortSignal): Promise<void>;
+  /**
+   * Programs peers from `events` (the first batch is the full initial set) and keeps the kernel
+   * in that state, repairing drift as the kernel reports it, until `signal` aborts. Leaves
+   * everything in place when it returns, so a restart changes nothing on the wire.
+   */
+  run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void>;
+}
+
+export interface BackendFactory {
+  /** Parses the backend's options and prepares its device; WEFT_ERR_CONFIG on bad options. */
+  create(config: NetworkConfig, deps: BackendDeps, signal: AbortSignal): Promise<Network>;
+}

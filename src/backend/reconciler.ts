@@ -1,0 +1,358 @@
+/**
+ * Keeps the kernel equal to what the leases ask for, shared by every backend (flannel copies this
+ * loop into each backend and polls; weft reacts).
+ *
+ * Design notes:
+ * - The desired state is a map peer → program (routes, neighbours, FDB entries), computed by the
+ *   backend from each lease. Events change that map and apply only the difference at once: a
+ *   removed lease deletes exactly its own entries.
+ * - A full reconcile lists the kernel's entries in the backend's scope and repairs both ways:
+ *   missing or different entries are written, entries in scope that no lease asks for are
+ *   removed. It runs after the first (complete) batch of leases, and whenever the kernel reports
+ *   a change (netlink monitor, debounced): a hand-deleted route comes back within a fraction of a
+ *   second, without polling. A slow periodic pass covers a monitor that overflowed.
+ * - Within a peer, entries are written neighbour, FDB, then route, as flannel does, so a route
+ *   never points at a next hop the kernel cannot resolve yet.
+ */
+import { delay } from '../core/abort.js';
+import { errorMessage } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import { type Cidr, cidrEquals, containsCidr, formatCidr } from '../ip/cidr.js';
+import { type Family, type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
+import { type Lease, type LeaseEvent, formatSubnetPair } from '../lease/lease.js';
+import { formatSubnetKey } from '../lease/subnet-key.js';
+import type { FdbInfo, FdbSpec, NeighbourInfo, NeighbourSpec, Netlink, NetlinkChange, RouteInfo, RouteSpec } from '../netlink/netlink.js';
+
+export interface PeerProgram {
+  readonly neighbours: readonly NeighbourSpec[];
+  readonly fdb: readonly FdbSpec[];
+  readonly routes: readonly RouteSpec[];
+}
+
+/** What a backend tells the reconciler. */
+export interface ReconcileScope {
+  /** The program for a peer, or a reason to refuse it (logged once), or null to ignore it quietly. */
+  program(lease: Lease): PeerProgram | { refused: string } | null;
+  /** Route families in play. */
+  readonly families: readonly Family[];
+  /** Whether a kernel route is one this backend manages (so an unwanted one may be removed). */
+  ownsRoute(route: RouteInfo): boolean;
+  /** Device whose neighbours and FDB entries this backend manages entirely, if any. */
+  device(): number | undefined;
+  /** Repairs the node's own device (recreate, address, up) if needed; true when it changed. */
+  repairDevice?(signal: AbortSignal): Promise<boolean>;
+}
+
+export interface ReconcilerOptions {
+  readonly netlink: Netlink;
+  readonly log: Logger;
+  readonly scope: ReconcileScope;
+  /** Quiet time after a kernel change before the full reconcile. Default 50 ms. */
+  readonly debounceMs?: number;
+  /** Safety-net full reconcile period. Default 60 s. */
+  readonly periodMs?: number;
+  /** Peers programmed at once. Default 32. */
+  readonly concurrency?: number;
+}
+
+export interface ReconcilerStats {
+  fullReconciles: number;
+  repairs: number;
+  refused: number;
+}
+
+const routeKey = (r: RouteSpec): string => formatCidr(r.dst);
+const neighKey = (n: NeighbourSpec): string => `${n.index} ${formatIp(n.ip)}`;
+const fdbKey = (f: { index: number; mac: string }): string => `${f.index} ${f.mac}`;
+const sameIp = (a: IpAddr | undefined, b: IpAddr | undefined): boolean => (a && b ? ipEquals(a, b) : a === b);
+
+export function routeMatches(want: RouteSpec, have: RouteSpec): boolean {
+  return (
+    cidrEquals(want.dst, have.dst) &&
+    sameIp(want.gateway, have.gateway) &&
+    (want.index === undefined || want.index === have.index) &&
+    Boolean(want.onlink) === Boolean(have.onlink) &&
+    (want.type ?? 'unicast') === (have.type ?? 'unicast')
+  );
+}
+
+export class Reconciler {
+  readonly #nl: Netlink;
+  readonly #log: Logger;
+  readonly #scope: ReconcileScope;
+  readonly #debounceMs: number;
+  readonly #periodMs: number;
+  readonly #concurrency: number;
+  readonly #peers = new Map<string, { lease: Lease; program: PeerProgram }>();
+  readonly #refusedSeen = new Map<string, string>();
+  readonly stats: ReconcilerStats = { fullReconciles: 0, repairs: 0, refused: 0 };
+  #synced = false;
+
+  constructor(options: ReconcilerOptions) {
+    this.#nl = options.netlink;
+    this.#log = options.log;
+    this.#scope = options.scope;
+    this.#debounceMs = options.debounceMs ?? 50;
+    this.#periodMs = options.periodMs ?? 60_000;
+    this.#concurrency = options.concurrency ?? 32;
+  }
+
+  /** Number of peers programmed. */
+  get size(): number {
+    return this.#peers.size;
+  }
+
+  /** True once the first batch of leases has been programmed. */
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  async run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
+    let dirty = false;
+    let wake: (() => void) | undefined;
+    const kick = (): void => {
+      dirty = true;
+      wake?.();
+    };
+    const monitor = (async () => {
+      try {
+        for await (const changes of this.#nl.subscribe(signal)) if (changes.some((c) => this.#relevant(c))) kick();
+      } catch (err) {
+        if (!signal.aborted) this.#log.error({ err }, 'netlink monitor failed; relying on the periodic reconcile');
+      }
+    })();
+    const repairer = (async () => {
+      while (!signal.aborted) {
+        if (!dirty) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(done, this.#periodMs);
+            function done(): void {
+              clearTimeout(timer);
+              signal.removeEventListener('abort', done);
+              resolve();
+            }
+            wake = done;
+            signal.addEventListener('abort', done, { once: true });
+          });
+          wake = undefined;
+        }
+        if (signal.aborted) return;
+        // Let a burst of kernel notifications settle into one pass.
+        try {
+          await delay(this.#debounceMs, signal);
+        } catch {
+          return;
+        }
+        dirty = false;
+        if (this.#synced) await this.reconcile(signal);
+      }
+    })();
+    try {
+      for await (const batch of events) {
+        await this.apply(batch, signal);
+        if (!this.#synced) {
+          this.#synced = true;
+          await this.reconcile(signal);
+        }
+      }
+    } finally {
+      kick();
+      await Promise.allSettled([monitor, repairer]);
+    }
+  }
+
+  /** Applies lease events: programs added peers, removes exactly the entries of removed ones. */
+  async apply(batch: readonly LeaseEvent[], signal: AbortSignal): Promise<void> {
+    const toAdd: Array<{ key: string; lease: Lease; program: PeerProgram }> = [];
+    for (const event of batch) {
+      const key = formatSubnetKey(event.lease.subnet);
+      const old = this.#peers.get(key);
+      if (event.type === 'removed') {
+        if (old) {
+          this.#peers.delete(key);
+          await this.#remove(old.program, old.lease);
+          this.#log.info({ subnet: formatSubnetPair(old.lease.subnet) }, 'peer removed');
+        }
+        continue;
+      }
+      const program = this.#program(key, event.lease);
+      if (!program) {
+        if (old) {
+          this.#peers.delete(key);
+          await this.#remove(old.program, old.lease);
+        }
+        continue;
+      }
+      if (old) await this.#remove(this.#difference(old.program, program), old.lease);
+      this.#peers.set(key, { lease: event.lease, program });
+      toAdd.push({ key, lease: event.lease, program });
+    }
+    await this.#forEachLimited(toAdd, async ({ lease, program }) => {
+      if (signal.aborted) return;
+      await this.#write(program, lease);
+    });
+    if (toAdd.length > 0) this.#log.debug({ peers: toAdd.length }, 'peers programmed');
+  }
+
+  /** Compares the kernel with the desired state and repairs both ways. */
+  async reconcile(signal: AbortSignal): Promise<void> {
+    this.stats.fullReconciles++;
+    try {
+      if (this.#scope.repairDevice && (await this.#scope.repairDevice(signal))) {
+        // Programs name the device by index, which a recreated device no longer has.
+        for (const [key, peer] of this.#peers) {
+          const program = this.#program(key, peer.lease);
+          if (program) this.#peers.set(key, { lease: peer.lease, program });
+          else this.#peers.delete(key);
+        }
+        this.#log.warn({ peers: this.#peers.size }, 'device repaired; re-programming every peer');
+      }
+      const device = this.#scope.device();
+      const wantNeigh = new Map<string, NeighbourSpec>();
+      const wantFdb = new Map<string, FdbSpec>();
+      const wantRoute = new Map<string, RouteSpec>();
+      for (const { program } of this.#peers.values()) {
+        for (const n of program.neighbours) wantNeigh.set(neighKey(n), n);
+        for (const f of program.fdb) wantFdb.set(fdbKey(f), f);
+        for (const r of program.routes) wantRoute.set(routeKey(r), r);
+      }
+      let repairs = 0;
+      if (device !== undefined) {
+        const haveNeigh = new Map<string, NeighbourInfo>();
+        for (const family of this.#scope.families) for (const n of await this.#nl.neighbours(device, family)) haveNeigh.set(neighKey(n), n);
+        for (const [key, want] of wantNeigh) {
+          const have = haveNeigh.get(key);
+          if (!have || have.mac !== want.mac || !have.permanent) {
+            await this.#try(() => this.#nl.replaceNeighbour(want), 'neighbour', key);
+            repairs++;
+          }
+        }
+        for (const [key, have] of haveNeigh) {
+          if (!wantNeigh.has(key) && have.permanent) {
+            await this.#try(() => this.#nl.deleteNeighbour(have), 'stale neighbour', key);
+            repairs++;
+          }
+        }
+        const haveFdb = new Map<string, FdbInfo>();
+        for (const f of await this.#nl.fdb(device)) if (f.dst && f.permanent) haveFdb.set(fdbKey(f), f);
+        for (const [key, want] of wantFdb) {
+          const have = haveFdb.get(key);
+          if (!have || !sameIp(have.dst, want.dst)) {
+            await this.#try(() => this.#nl.replaceFdb(want), 'fdb entry', key);
+            repairs++;
+          }
+        }
+        for (const [key, have] of haveFdb) {
+          const dst = have.dst;
+          if (!wantFdb.has(key) && dst) {
+            await this.#try(() => this.#nl.deleteFdb({ index: have.index, mac: have.mac, dst }), 'stale fdb entry', key);
+            repairs++;
+          }
+        }
+      }
+      const haveRoutes = new Map<string, RouteInfo>();
+      for (const family of this.#scope.families) {
+        for (const r of await this.#nl.routes(family)) if (this.#scope.ownsRoute(r)) haveRoutes.set(routeKey(r), r);
+      }
+      for (const [key, want] of wantRoute) {
+        const have = haveRoutes.get(key);
+        if (!have || !routeMatches(want, have)) {
+          await this.#try(() => this.#nl.replaceRoute(want), 'route', key);
+          repairs++;
+        }
+      }
+      for (const [key, have] of haveRoutes) {
+        if (!wantRoute.has(key)) {
+          await this.#try(() => this.#nl.deleteRoute(have), 'stale route', key);
+          repairs++;
+        }
+      }
+      if (repairs > 0) {
+        this.stats.repairs += repairs;
+        this.#log.info({ repairs }, 'kernel state repaired');
+      }
+    } catch (err) {
+      if (!signal.aborted) this.#log.error({ err }, 'reconcile failed; will retry on the next change');
+    }
+  }
+
+  #relevant(change: NetlinkChange): boolean {
+    // Any link, address or route change may concern us; neighbour changes only on our device.
+    if (change.kind !== 'neigh') return true;
+    return change.deleted && change.index === this.#scope.device();
+  }
+
+  #program(key: string, lease: Lease): PeerProgram | undefined {
+    const result = this.#scope.program(lease);
+    if (result === null) return undefined;
+    if ('refused' in result) {
+      if (this.#refusedSeen.get(key) !== result.refused) {
+        this.#refusedSeen.set(key, result.refused);
+        this.stats.refused++;
+        this.#log.warn({ subnet: formatSubnetPair(lease.subnet), publicIp: formatIp(lease.attrs.publicIp) }, `refusing lease: ${result.refused}`);
+      }
+      return undefined;
+    }
+    this.#refusedSeen.delete(key);
+    return result;
+  }
+
+  /** Entries of `old` that `next` does not also want. */
+  #difference(old: PeerProgram, next: PeerProgram): PeerProgram {
+    return {
+      neighbours: old.neighbours.filter((n) => !next.neighbours.some((m) => neighKey(m) === neighKey(n) && m.mac === n.mac)),
+      fdb: old.fdb.filter((f) => !next.fdb.some((g) => fdbKey(g) === fdbKey(f) && ipEquals(g.dst, f.dst))),
+      routes: old.routes.filter((r) => !next.routes.some((s) => routeMatches(s, r))),
+    };
+  }
+
+  async #write(p: PeerProgram, lease: Lease): Promise<void> {
+    const subnet = formatSubnetPair(lease.subnet);
+    for (const n of p.neighbours) if (!(await this.#try(() => this.#nl.replaceNeighbour(n), 'neighbour', subnet))) return;
+    for (const f of p.fdb) {
+      if (!(await this.#try(() => this.#nl.replaceFdb(f), 'fdb entry', subnet))) {
+        for (const n of p.neighbours) await this.#try(() => this.#nl.deleteNeighbour(n), 'neighbour', subnet);
+        return;
+      }
+    }
+    for (const r of p.routes) await this.#try(() => this.#nl.replaceRoute(r), 'route', subnet);
+  }
+
+  async #remove(p: PeerProgram, lease: Lease): Promise<void> {
+    const subnet = formatSubnetPair(lease.subnet);
+    // Only what no remaining peer still wants (two leases may share a next hop).
+    const stillWanted = [...this.#peers.values()].map((x) => x.program);
+    for (const r of p.routes) {
+      if (!stillWanted.some((q) => q.routes.some((s) => routeKey(s) === routeKey(r)))) await this.#try(() => this.#nl.deleteRoute(r), 'route', subnet);
+    }
+    for (const f of p.fdb) {
+      if (!stillWanted.some((q) => q.fdb.some((g) => fdbKey(g) === fdbKey(f)))) await this.#try(() => this.#nl.deleteFdb(f), 'fdb entry', subnet);
+    }
+    for (const n of p.neighbours) {
+      if (!stillWanted.some((q) => q.neighbours.some((m) => neighKey(m) === neighKey(n)))) await this.#try(() => this.#nl.deleteNeighbour(n), 'neighbour', subnet);
+    }
+  }
+
+  async #try(op: () => Promise<void>, what: string, subject: string): Promise<boolean> {
+    try {
+      await op();
+      return true;
+    } catch (err) {
+      this.#log.error({ err, subject, detail: errorMessage(err) }, `failed to program ${what}`);
+      return false;
+    }
+  }
+
+  async #forEachLimited<T>(items: readonly T[], fn: (item: T) => Promise<void>): Promise<void> {
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < items.length) await fn(items[next++]!);
+    };
+    await Promise.all(Array.from({ length: Math.min(this.#concurrency, items.length) }, worker));
+  }
+}
+
+/** A route inside the cluster network that is not this node's own subnet. */
+export function inClusterScope(dst: Cidr, network: Cidr | undefined, own: Cidr | undefined): boolean {
+  return network !== undefined && containsCidr(network, dst) && !(own && cidrEquals(dst, own));
+}

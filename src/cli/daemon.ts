@@ -1,0 +1,213 @@
+/**
+ * `weft agent` (and `flanneld`): the composition root. Startup follows flanneld (spec §9.2):
+ * flags, subnet manager, health server, network config, external interface, backend, lease,
+ * traffic rules, subnet file, then the long-running loops under one AbortSignal. Shutdown keeps
+ * the lease, routes, devices and rules, so a restart changes nothing on the wire.
+ */
+import { errorMessage } from '../core/errors.js';
+import { type Logger, createLogger } from '../core/log.js';
+import { delay } from '../core/abort.js';
+import type { NetworkConfig } from '../config/network-config.js';
+import { formatCidr } from '../ip/cidr.js';
+import { formatIp } from '../ip/ip.js';
+import { type Lease, formatSubnetPair } from '../lease/lease.js';
+import type { Network } from '../backend/backend.js';
+import { backendFactory } from '../backend/registry.js';
+import { RtNetlink } from '../netlink/rtnetlink.js';
+import { LocalManager } from '../subnet/local-manager.js';
+import { readSubnetEnv, writeSubnetEnv } from '../subnet/subnet-env.js';
+import { Iptables } from '../traffic/iptables.js';
+import { type RuleSet, forwardRuleSet, masqRuleSet } from '../traffic/rules.js';
+import { startHealthServer } from '../health/health-server.js';
+import { type FlagValues, parseFlags, usage } from './flags.js';
+import { agentFlags } from './options.js';
+import { connectEtcd } from './etcd-connect.js';
+import { selectExternalInterface } from './external-iface.js';
+import { version } from './version.js';
+import type { Io } from './io.js';
+
+type AgentFlags = FlagValues<typeof agentFlags>;
+
+/** How often the health check asks the registry for the lease, and how stale an answer may be. */
+const healthIntervalMs = 10_000;
+
+export async function runAgent(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: Io): Promise<number> {
+  const parsed = parseFlags(agentFlags, argv, env);
+  if (parsed.help) {
+    io.stderr(`Usage: weft agent [flags]  (also installed as flanneld)\n\n${usage(agentFlags)}`);
+    return 0;
+  }
+  if (parsed.values.version) {
+    io.stderr(`${version}\n`);
+    return 0;
+  }
+  const flags = parsed.values;
+  if (parsed.positionals.length > 0) {
+    io.stderr(`weft agent: unexpected arguments: ${parsed.positionals.join(' ')}\n`);
+    return 2;
+  }
+  const margin = flags['subnet-lease-renew-margin'];
+  if (margin < 1 || margin > 1439) {
+    io.stderr(`weft agent: Invalid subnet-lease-renew-margin option, out of acceptable range (1-1439 minutes): ${margin}\n`);
+    return 2;
+  }
+  if (flags['kube-subnet-mgr']) {
+    io.stderr('weft agent: --kube-subnet-mgr is not available in this version of weft (etcd mode only)\n');
+    return 2;
+  }
+  const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' } });
+  try {
+    return await new Agent(flags, log).run(io.signal);
+  } catch (err) {
+    if (io.signal.aborted) {
+      log.info({}, 'Exiting cleanly...');
+      return 0;
+    }
+    log.error({ err }, `agent failed: ${errorMessage(err)}`);
+    return 1;
+  }
+}
+
+class Agent {
+  readonly #flags: AgentFlags;
+  readonly #log: Logger;
+  #ready = false;
+  #lease: Lease | undefined;
+  #leaseOk = false;
+  #lastContact = 0;
+  #lastProblem = 'starting';
+
+  constructor(flags: AgentFlags, log: Logger) {
+    this.#flags = flags;
+    this.#log = log;
+  }
+
+  async run(signal: AbortSignal): Promise<number> {
+    const flags = this.#flags;
+    const log = this.#log;
+    const inner = new AbortController();
+    const scope = AbortSignal.any([signal, inner.signal]);
+    const nl = new RtNetlink();
+    const { gateway, registry } = await connectEtcd(flags, log);
+    const tasks: Array<Promise<unknown>> = [];
+    try {
+      const previous = await readSubnetEnv(flags['subnet-file']);
+      for (const problem of previous.problems) log.warn({ file: flags['subnet-file'] }, `subnet file: ${problem}`);
+      const manager = new LocalManager({
+        registry,
+        log: log.child({ component: 'subnet' }),
+        renewMarginMs: flags['subnet-lease-renew-margin'] * 60_000,
+        ...(previous.subnet || previous.ipv6Subnet ? { previous: { ...(previous.subnet ? { ipv4: previous.subnet } : {}), ...(previous.ipv6Subnet ? { ipv6: previous.ipv6Subnet } : {}) } } : {}),
+      });
+      if (flags['healthz-port'] > 0) {
+        const health = await startHealthServer(
+          { host: flags['healthz-ip'], port: flags['healthz-port'], log: log.child({ component: 'health' }), state: () => this.#health() },
+          scope,
+        );
+        tasks.push(health.closed);
+      }
+      const config = await manager.getNetworkConfig(scope);
+      const { iface, how } = await selectExternalInterface(nl, {
+        iface: flags.iface,
+        ifaceRegex: flags['iface-regex'],
+        ifaceCanReach: flags['iface-can-reach'],
+        publicIp: flags['public-ip'],
+      });
+      log.info({ iface: iface.name, chosenBy: how, publicIp: iface.publicIp ? formatIp(iface.publicIp) : undefined, mtu: iface.mtu }, 'using external interface');
+      const network = await backendFactory(config.backend.type).create(config, { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface }, scope);
+      const lease = await manager.acquireLease(network.attrs, scope);
+      this.#lease = lease;
+      this.#leaseOk = true;
+      this.#lastContact = Date.now();
+      await network.setLease(lease, scope);
+      const iptables = new Iptables({ log: log.child({ component: 'iptables' }), resyncMs: flags['iptables-resync'] * 1000 });
+      await iptables.apply(this.#ruleSets(config, lease));
+      await this.#writeSubnetFile(config, lease, network);
+      this.#ready = true;
+      log.info({ subnet: formatSubnetPair(lease.subnet), backend: config.backend.type, mtu: network.mtu }, 'weft agent is up');
+
+      const guard = (p: Promise<unknown>, what: string): Promise<unknown> =>
+        p.catch((err: unknown) => {
+          if (scope.aborted) return;
+          log.error({ err }, `${what} failed; stopping`);
+          inner.abort(err);
+        });
+      tasks.push(guard(network.run(manager.watchLeases(scope), scope), 'backend'));
+      tasks.push(guard(iptables.run(scope), 'iptables resync'));
+      tasks.push(
+        guard(
+          (async () => {
+            for await (const next of manager.holdLease(scope)) {
+              this.#lease = next;
+              await network.setLease(next, scope);
+              await iptables.apply(this.#ruleSets(config, next));
+              await this.#writeSubnetFile(config, next, network);
+            }
+          })(),
+          'lease keeper',
+        ),
+      );
+      tasks.push(guard(this.#checkHealth(manager, scope), 'health check'));
+      await new Promise<void>((resolve) => scope.addEventListener('abort', () => resolve(), { once: true }));
+    } finally {
+      inner.abort();
+      await Promise.allSettled(tasks);
+      gateway.close();
+      nl.close();
+    }
+    if (!signal.aborted) return 1;
+    log.info({}, 'Exiting cleanly...');
+    return 0;
+  }
+
+  #ruleSets(config: NetworkConfig, lease: Lease): RuleSet[] {
+    const sets: RuleSet[] = [];
+    const network = config.network;
+    const own = lease.subnet.ipv4;
+    if (network && own && this.#flags['ip-masq']) sets.push(masqRuleSet(network, own, { randomFully: !this.#flags['ip-masq-fully-random-disable'] }));
+    if (network && this.#flags['iptables-forward-rules']) sets.push(forwardRuleSet(network));
+    return sets;
+  }
+
+  async #writeSubnetFile(config: NetworkConfig, lease: Lease, network: Network): Promise<void> {
+    await writeSubnetEnv(this.#flags['subnet-file'], {
+      ...(config.network ? { network: config.network } : {}),
+      ...(lease.subnet.ipv4 ? { subnet: lease.subnet.ipv4 } : {}),
+      ...(config.ipv6Network && lease.subnet.ipv6 ? { ipv6Network: config.ipv6Network, ipv6Subnet: lease.subnet.ipv6 } : {}),
+      mtu: network.mtu,
+      ipMasq: this.#flags['ip-masq'],
+    });
+    this.#log.info({ file: this.#flags['subnet-file'], network: config.network ? formatCidr(config.network) : undefined }, 'subnet file written');
+  }
+
+  /** Asks the registry every interval whether it still holds our lease. */
+  async #checkHealth(manager: LocalManager, signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        this.#leaseOk = await manager.verifyLease(AbortSignal.any([signal, AbortSignal.timeout(healthIntervalMs)]));
+        this.#lastContact = Date.now();
+        this.#lastProblem = this.#leaseOk ? '' : 'the registry does not hold this node\'s lease';
+      } catch (err) {
+        if (signal.aborted) return;
+        this.#lastProblem = `registry unreachable: ${errorMessage(err)}`;
+      }
+      try {
+        await delay(healthIntervalMs, signal);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  #health(): { healthy: boolean; reason: string; ready: boolean; details: Record<string, unknown> } {
+    const age = this.#lastContact ? Date.now() - this.#lastContact : Infinity;
+    const details = {
+      subnet: this.#lease ? formatSubnetPair(this.#lease.subnet) : null,
+      lastRegistryContactMs: Number.isFinite(age) ? age : null,
+    };
+    if (!this.#lease) return { healthy: false, reason: 'no lease yet', ready: this.#ready, details };
+    if (age > 3 * healthIntervalMs) return { healthy: false, reason: this.#lastProblem || 'no recent registry contact', ready: this.#ready, details };
+    if (!this.#leaseOk) return { healthy: false, reason: this.#lastProblem, ready: this.#ready, details };
+    return { healthy: true, reason: 'lease held', ready: this.#ready, details };
+  }
+}

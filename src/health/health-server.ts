@@ -1,0 +1,57 @@
+/**
+ * /healthz and /readyz. Unlike flanneld's constant 200, /healthz answers 200 only while the
+ * agent's own check passes (it holds a valid lease and reached the registry recently), else 503
+ * with a short JSON reason. /readyz is 200 once the subnet file is written.
+ */
+import type * as Http from 'node:http';
+import type { Logger } from '../core/log.js';
+
+export interface HealthState {
+  readonly healthy: boolean;
+  readonly reason: string;
+  readonly ready: boolean;
+  readonly details?: Record<string, unknown>;
+}
+
+export interface HealthServerOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly state: () => HealthState;
+  readonly log: Logger;
+}
+
+/** Serves until `signal` aborts; resolves with the bound port once listening. */
+export async function startHealthServer(options: HealthServerOptions, signal: AbortSignal): Promise<{ port: number; closed: Promise<void> }> {
+  // As in the etcd client: getBuiltinModule avoids the cost of an ESM namespace of node:http.
+  const http = process.getBuiltinModule('node:http') as typeof Http;
+  const server = http.createServer((req, res) => {
+    const state = options.state();
+    const send = (status: number, body: unknown): void => {
+      const text = JSON.stringify(body) + '\n';
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.end(text);
+    };
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') send(state.healthy ? 200 : 503, { healthy: state.healthy, reason: state.reason, ...(state.details ?? {}) });
+    else if (path === '/readyz') send(state.ready ? 200 : 503, { ready: state.ready });
+    else send(404, { error: 'not found' });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : options.port;
+  options.log.info({ host: options.host, port }, 'health server listening');
+  const closed = new Promise<void>((resolve) => {
+    signal.addEventListener(
+      'abort',
+      () => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      },
+      { once: true },
+    );
+  });
+  return { port, closed };
+}

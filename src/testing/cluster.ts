@@ -1,0 +1,223 @@
+/**
+ * An N-node weft cluster in network namespaces, for end-to-end tests:
+ * - a switch namespace with bridge br0 (203.0.113.254/24) and a real etcd listening on it;
+ * - node namespaces on 203.0.113.0/24, each with eth0 on the bridge, a default route via the
+ *   switch, IP forwarding, and a real `weft agent` process;
+ * - pods: namespaces attached by the real CNI `bridge` and `host-local` plugins (run inside the
+ *   node's namespace) from the node's subnet.env.
+ * `destroy()` stops every process it started (by pid) and removes every namespace and file, and
+ * the tests call it from t.after so it runs when they fail too.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { delay } from '../core/abort.js';
+import { createNetns, deleteNetns, ipJson, nsExec, nsName, sh, spawnInNetns, stopProcess } from './netns.js';
+import { parseSubnetEnv } from '../subnet/subnet-env.js';
+import { formatCidr } from '../ip/cidr.js';
+
+const weftBin = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
+const adminScript = fileURLToPath(new URL('./etcd-admin.js', import.meta.url));
+export const switchIp = '203.0.113.254';
+const etcdPort = 2379;
+
+export interface Pod {
+  readonly ns: string;
+  readonly ip: string;
+  readonly id: string;
+}
+
+export interface ClusterNode {
+  readonly name: string;
+  readonly ns: string;
+  readonly ip: string;
+  readonly dir: string;
+  readonly subnetFile: string;
+  agent?: ChildProcess | undefined;
+  log: string;
+  readonly pods: Pod[];
+}
+
+export interface ClusterOptions {
+  readonly nodes: number;
+  /** The network config JSON written to etcd. */
+  readonly config: string;
+  /** Extra flags for every agent. */
+  readonly agentFlags?: readonly string[];
+}
+
+export class Cluster {
+  readonly dir: string;
+  readonly sw: string;
+  readonly nodes: ClusterNode[] = [];
+  readonly endpoint = `http://${switchIp}:${etcdPort}`;
+  #etcd: ChildProcess | undefined;
+  readonly #namespaces: string[] = [];
+  readonly #agentFlags: readonly string[];
+
+  private constructor(dir: string, sw: string, agentFlags: readonly string[]) {
+    this.dir = dir;
+    this.sw = sw;
+    this.#agentFlags = agentFlags;
+  }
+
+  static async create(options: ClusterOptions): Promise<Cluster> {
+    const dir = await mkdtemp(join(tmpdir(), 'weft-cluster-'));
+    const cluster = new Cluster(dir, nsName('sw'), options.agentFlags ?? []);
+    try {
+      await cluster.#build(options);
+    } catch (err) {
+      await cluster.destroy();
+      throw err;
+    }
+    return cluster;
+  }
+
+  async #build(options: ClusterOptions): Promise<void> {
+    await this.#ns(this.sw);
+    await nsExec(this.sw, 'ip', ['link', 'add', 'br0', 'type', 'bridge']);
+    await nsExec(this.sw, 'ip', ['addr', 'add', `${switchIp}/24`, 'dev', 'br0']);
+    await nsExec(this.sw, 'ip', ['link', 'set', 'br0', 'up']);
+    for (let i = 1; i <= options.nodes; i++) await this.addNode();
+    await this.#startEtcd();
+    await this.etcd('put', '/coreos.com/network/config', options.config);
+  }
+
+  /** Adds a node namespace on the switch (no agent yet). */
+  async addNode(): Promise<ClusterNode> {
+    const n = this.nodes.length + 1;
+    const ns = nsName(`n${n}`);
+    await this.#ns(ns);
+    const port = `v${n}`;
+    await sh('ip', ['link', 'add', 'eth0', 'netns', ns, 'type', 'veth', 'peer', 'name', port, 'netns', this.sw]);
+    await nsExec(this.sw, 'ip', ['link', 'set', port, 'master', 'br0', 'up']);
+    const ip = `203.0.113.${10 + n}`;
+    await nsExec(ns, 'ip', ['addr', 'add', `${ip}/24`, 'dev', 'eth0']);
+    await nsExec(ns, 'ip', ['link', 'set', 'eth0', 'up']);
+    await nsExec(ns, 'ip', ['route', 'add', 'default', 'via', switchIp]);
+    await nsExec(ns, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    const dir = join(this.dir, `node${n}`);
+    await mkdir(dir, { recursive: true });
+    const node: ClusterNode = { name: `node${n}`, ns, ip, dir, subnetFile: join(dir, 'subnet.env'), log: '', pods: [] };
+    this.nodes.push(node);
+    return node;
+  }
+
+  async #ns(name: string): Promise<void> {
+    this.#namespaces.push(name);
+    await createNetns(name);
+  }
+
+  async #startEtcd(): Promise<void> {
+    const data = join(this.dir, 'etcd');
+    this.#etcd = spawnInNetns(this.sw, 'etcd', [
+      '--name', 'sw', '--data-dir', data,
+      '--listen-client-urls', `${this.endpoint},http://127.0.0.1:${etcdPort}`,
+      '--advertise-client-urls', this.endpoint,
+      '--listen-peer-urls', 'http://127.0.0.1:2380',
+      '--initial-advertise-peer-urls', 'http://127.0.0.1:2380',
+      '--initial-cluster', 'sw=http://127.0.0.1:2380',
+      '--heartbeat-interval', '50', '--election-timeout', '500',
+      '--logger', 'zap', '--log-level', 'error',
+    ]);
+    this.#etcd.stdout?.resume();
+    this.#etcd.stderr?.resume();
+    for (let i = 0; ; i++) {
+      try {
+        await this.etcd('get', '/health');
+        return;
+      } catch (err) {
+        if (i > 200) throw err;
+        await delay(50);
+      }
+    }
+  }
+
+  /** Runs an etcd operation from inside the switch namespace. */
+  async etcd(op: 'put' | 'del' | 'get' | 'compact', key = '', value?: string): Promise<string> {
+    return nsExec(this.sw, process.execPath, [adminScript, `http://127.0.0.1:${etcdPort}`, op, key, ...(value === undefined ? [] : [value])]);
+  }
+
+  async leases(): Promise<Array<{ key: string; value: string }>> {
+    return JSON.parse(await this.etcd('get', '/coreos.com/network/subnets/')) as Array<{ key: string; value: string }>;
+  }
+
+  /** Starts `weft agent` in the node's namespace. */
+  startAgent(node: ClusterNode, extra: readonly string[] = []): ChildProcess {
+    const args = ['agent', `--etcd-endpoints=${this.endpoint}`, `--subnet-file=${node.subnetFile}`, '--iface=eth0', '--iptables-resync=1', ...this.#agentFlags, ...extra];
+    const child = spawnInNetns(node.ns, weftBin, args);
+    node.agent = child;
+    const append = (d: Buffer): void => {
+      node.log = (node.log + d.toString()).slice(-200_000);
+    };
+    child.stdout?.on('data', append);
+    child.stderr?.on('data', append);
+    return child;
+  }
+
+  async stopAgent(node: ClusterNode, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    const agent = node.agent;
+    node.agent = undefined;
+    return agent ? stopProcess(agent, signal) : null;
+  }
+
+  /** The node's subnet.env, once the agent has written it. */
+  async subnetEnv(node: ClusterNode): Promise<ReturnType<typeof parseSubnetEnv> | undefined> {
+    try {
+      return parseSubnetEnv(await readFile(node.subnetFile, 'utf8'));
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Makes a pod on `node` with the real bridge + host-local plugins from its subnet.env. */
+  async addPod(node: ClusterNode): Promise<Pod> {
+    const env = await this.subnetEnv(node);
+    if (!env?.subnet || !env.network) throw new Error(`${node.name} has no subnet.env yet`);
+    const ns = nsName(`${node.name.replace('node', 'p')}-`);
+    await this.#ns(ns);
+    const id = `${ns}-ctr`;
+    const conf = {
+      cniVersion: '0.3.1',
+      name: `weft-${node.name}`,
+      type: 'bridge',
+      bridge: 'cni0',
+      isGateway: true,
+      ipMasq: false,
+      mtu: env.mtu,
+      ipam: { type: 'host-local', subnet: formatCidr(env.subnet), routes: [{ dst: formatCidr(env.network) }], dataDir: join(node.dir, 'ipam') },
+    };
+    const out = await nsExec(node.ns, '/usr/lib/cni/bridge', [], {
+      input: JSON.stringify(conf),
+      env: { ...process.env, CNI_COMMAND: 'ADD', CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${ns}`, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' },
+    });
+    const result = JSON.parse(out) as { ips: Array<{ address: string }> };
+    const pod = { ns, ip: result.ips[0]!.address.split('/')[0]!, id };
+    node.pods.push(pod);
+    return pod;
+  }
+
+  /** One ping from a pod; true when it was answered. */
+  async ping(from: Pod, to: string): Promise<boolean> {
+    try {
+      await nsExec(from.ns, 'ping', ['-c', '1', '-W', '1', '-q', to]);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Routes of a node's main table, as iproute2 reports them. */
+  routes(node: ClusterNode): Promise<Array<{ dst: string; gateway?: string; dev: string; flags: string[] }>> {
+    return ipJson(node.ns, ['route', 'show']);
+  }
+
+  async destroy(): Promise<void> {
+    for (const node of this.nodes) await this.stopAgent(node, 'SIGKILL').catch(() => undefined);
+    if (this.#etcd) await stopProcess(this.#etcd, 'SIGKILL').catch(() => undefined);
+    for (const ns of [...this.#namespaces].reverse()) await deleteNetns(ns);
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}

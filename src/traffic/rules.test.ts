@@ -1,0 +1,42 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { forwardRuleSet, masqRuleSet, readChain, restorePayload } from './rules.js';
+import { splitArgs } from './iptables.js';
+import { parseCidr } from '../ip/cidr.js';
+
+test('masquerade rules are flanneld 0.28\'s, in order, with its comments', () => {
+  const set = masqRuleSet(parseCidr('198.18.0.0/16'), parseCidr('198.18.5.0/24'), { randomFully: true });
+  assert.equal(
+    restorePayload(set, { addJump: true }),
+    [
+      '*nat',
+      ':FLANNEL-POSTRTG - [0:0]',
+      '-A FLANNEL-POSTRTG -m mark --mark 0x4000/0x4000 -m comment --comment "flanneld masq" -j RETURN',
+      '-A FLANNEL-POSTRTG -s 198.18.5.0/24 -d 198.18.0.0/16 -m comment --comment "flanneld masq" -j RETURN',
+      '-A FLANNEL-POSTRTG -s 198.18.0.0/16 -d 198.18.5.0/24 -m comment --comment "flanneld masq" -j RETURN',
+      '-A FLANNEL-POSTRTG ! -s 198.18.0.0/16 -d 198.18.5.0/24 -m comment --comment "flanneld masq" -j RETURN',
+      '-A FLANNEL-POSTRTG -s 198.18.0.0/16 ! -d 224.0.0.0/4 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully',
+      '-A FLANNEL-POSTRTG ! -s 198.18.0.0/16 -d 198.18.0.0/16 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully',
+      '-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG',
+      'COMMIT',
+      '',
+    ].join('\n'),
+  );
+  assert.ok(!restorePayload(set, { addJump: false }).includes('-A POSTROUTING'));
+  assert.ok(!masqRuleSet(parseCidr('198.18.0.0/16'), parseCidr('198.18.5.0/24'), { randomFully: false }).rules.join().includes('random'));
+});
+
+test('forward rules and reading a chain back from iptables-save', () => {
+  const set = forwardRuleSet(parseCidr('198.18.0.0/16'));
+  const save = [
+    '*filter',
+    ':FORWARD ACCEPT [0:0]',
+    ':FLANNEL-FWD - [0:0]',
+    '-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD',
+    '-A FLANNEL-FWD -s 198.18.0.0/16 -m comment --comment "flanneld forward" -j ACCEPT',
+    '-A FLANNEL-FWD -d 198.18.0.0/16 -m comment --comment "flanneld forward" -j ACCEPT',
+    'COMMIT',
+  ].join('\n');
+  assert.deepEqual(readChain(save, set), { rules: set.rules.slice(), chainExists: true, jumps: 1 });
+  assert.deepEqual(splitArgs(set.jump), ['-m', 'comment', '--comment', 'flanneld forward', '-j', 'FLANNEL-FWD']);
+});

@@ -1,0 +1,78 @@
+/**
+ * flanneld's iptables rules, text for text (spec §8.1-8.2, v0.28 form), so that a flanneld
+ * started later on the node recognises them. Pure.
+ */
+import { type Cidr, formatCidr } from '../ip/cidr.js';
+
+export const masqComment = 'flanneld masq';
+export const forwardComment = 'flanneld forward';
+export const masqChain = 'FLANNEL-POSTRTG';
+export const forwardChain = 'FLANNEL-FWD';
+
+export interface RuleSet {
+  readonly table: 'nat' | 'filter';
+  readonly chain: string;
+  /** The built-in chain that jumps to `chain`, and the jump rule's arguments. */
+  readonly parent: string;
+  readonly jump: string;
+  /** Rule arguments, in order, without `-A <chain>`. */
+  readonly rules: readonly string[];
+}
+
+export function masqRuleSet(network: Cidr, own: Cidr, options: { randomFully: boolean }): RuleSet {
+  const c = formatCidr(network);
+  const p = formatCidr(own);
+  const multicast = network.ip.family === 4 ? '224.0.0.0/4' : 'ff00::/8';
+  const m = `-m comment --comment "${masqComment}"`;
+  const masq = `-j MASQUERADE${options.randomFully ? ' --random-fully' : ''}`;
+  return {
+    table: 'nat',
+    chain: masqChain,
+    parent: 'POSTROUTING',
+    jump: `${m} -j ${masqChain}`,
+    rules: [
+      `-m mark --mark 0x4000/0x4000 ${m} -j RETURN`,
+      `-s ${p} -d ${c} ${m} -j RETURN`,
+      `-s ${c} -d ${p} ${m} -j RETURN`,
+      `! -s ${c} -d ${p} ${m} -j RETURN`,
+      `-s ${c} ! -d ${multicast} ${m} ${masq}`,
+      `! -s ${c} -d ${c} ${m} ${masq}`,
+    ],
+  };
+}
+
+export function forwardRuleSet(network: Cidr): RuleSet {
+  const c = formatCidr(network);
+  const m = `-m comment --comment "${forwardComment}"`;
+  return {
+    table: 'filter',
+    chain: forwardChain,
+    parent: 'FORWARD',
+    jump: `${m} -j ${forwardChain}`,
+    rules: [`-s ${c} ${m} -j ACCEPT`, `-d ${c} ${m} -j ACCEPT`],
+  };
+}
+
+/**
+ * An iptables-restore --noflush payload that (re)creates the chain with exactly these rules,
+ * and appends the jump from the parent chain unless it is there already.
+ */
+export function restorePayload(set: RuleSet, options: { addJump: boolean }): string {
+  const lines = [`*${set.table}`, `:${set.chain} - [0:0]`, ...set.rules.map((r) => `-A ${set.chain} ${r}`)];
+  if (options.addJump) lines.push(`-A ${set.parent} ${set.jump}`);
+  lines.push('COMMIT', '');
+  return lines.join('\n');
+}
+
+/** The lines of `chain` in iptables-save output, and whether `parent` jumps to it. */
+export function readChain(save: string, set: RuleSet): { rules: string[]; chainExists: boolean; jumps: number } {
+  const rules: string[] = [];
+  let chainExists = false;
+  let jumps = 0;
+  for (const line of save.split('\n')) {
+    if (line.startsWith(`:${set.chain} `)) chainExists = true;
+    else if (line.startsWith(`-A ${set.chain} `)) rules.push(line.slice(`-A ${set.chain} `.length));
+    else if (line.startsWith(`-A ${set.parent} `) && line.endsWith(`-j ${set.chain}`)) jumps++;
+  }
+  return { rules, chainExists, jumps };
+}
