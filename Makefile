@@ -44,7 +44,7 @@ lint: build
 	npx eslint --max-warnings=0 src bench
 
 test: setup lint
-	node --test --test-concurrency=2 $(TEST_FILES)
+	FLANNEL_NETNS_TESTS=1 node --test --test-concurrency=2 $(TEST_FILES)
 
 bench: setup
 	node dist/bench/run.js

@@ -153,6 +153,7 @@ export class Reconciler {
         if (!this.#synced) {
           this.#synced = true;
           await this.reconcile(signal);
+          this.#log.info({ peers: this.#peers.size }, 'initial peers programmed');
         }
       }
     } finally {

@@ -314,6 +314,8 @@ export class LocalManager implements SubnetManager {
     let problem: string | undefined;
     if (ipv4 && (!config.network || !containsCidr(config.network, ipv4))) problem = 'its subnet is outside the network';
     else if (ipv6 && config.enableIPv6 && (!config.ipv6Network || !containsCidr(config.ipv6Network, ipv6))) problem = 'its IPv6 subnet is outside the IPv6 network';
+    else if (ipv4 && config.ipv4 && ipv4.prefix !== config.ipv4.subnetLen) problem = `its subnet length /${ipv4.prefix} is not SubnetLen /${config.ipv4.subnetLen}`;
+    else if (ipv6 && config.ipv6 && ipv6.prefix !== config.ipv6.subnetLen) problem = `its IPv6 subnet length /${ipv6.prefix} is not IPv6SubnetLen /${config.ipv6.subnetLen}`;
     else if (config.enableIPv4 && !ipv4) problem = 'it has no IPv4 subnet';
     else if (!config.enableIPv4 && !ipv6) problem = 'it has no IPv6 subnet';
     const key = formatSubnetKey(lease.subnet);

@@ -1,0 +1,115 @@
+/**
+ * weft agents end to end, for vxlan and host-gw: three nodes in namespaces, a real etcd, pods on
+ * the real CNI bridge plugin, ping across nodes. Needs root (make test runs it).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { netnsSkipReason, nsExec } from '../testing/netns.js';
+import { type Suite, assertFullMesh, clusterRoutes, fdb, leaseKeyOf, neighbours, startCluster, wait } from './cluster-scenarios.js';
+
+const skip = netnsSkipReason();
+const suites: Suite[] = [
+  { backend: 'vxlan', config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}' },
+  { backend: 'host-gw', config: '{"Network":"198.18.0.0/16","Backend":{"Type":"host-gw"}}' },
+];
+
+for (const suite of suites) {
+  test(`${suite.backend}: three agents started at once converge and every pod pings every other`, { skip, timeout: 180_000 }, async (t) => {
+    const cluster = await startCluster(t, suite);
+    const subnets = await Promise.all(cluster.nodes.map(async (n) => (await cluster.subnetEnv(n))!.subnet!.ip.value));
+    assert.equal(new Set(subnets).size, 3);
+    for (const node of cluster.nodes) {
+      await cluster.addPod(node);
+      await cluster.addPod(node);
+    }
+    await assertFullMesh(cluster);
+    // flanneld's rules, in the node's own namespace.
+    const nat = await nsExec(cluster.nodes[0]!.ns, 'iptables-save', ['-t', 'nat']);
+    assert.equal(nat.split('\n').filter((l) => l.startsWith('-A FLANNEL-POSTRTG')).length, 6);
+    assert.match(nat, /-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG/);
+  });
+
+  test(`${suite.backend}: an agent killed with SIGKILL and restarted keeps its subnet and changes no route`, { skip, timeout: 180_000 }, async (t) => {
+    const cluster = await startCluster(t, suite);
+    const [n1, n2] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]];
+    await wait('routes to both peers', async () => (await clusterRoutes(n1)).filter((r) => !r.includes('cni0')).length === 2);
+    const before = await Promise.all(cluster.nodes.map((n) => clusterRoutes(n)));
+    const neighBefore = await Promise.all(cluster.nodes.map((n) => neighbours(n)));
+    const envBefore = await cluster.subnetEnv(n2);
+    await cluster.stopAgent(n2, 'SIGKILL');
+    cluster.startAgent(n2);
+    await wait('the restarted agent has programmed its peers', () => n2.log.split('initial peers programmed').length === 3);
+    const envAfter = await cluster.subnetEnv(n2);
+    assert.equal(envAfter?.subnet?.ip.value, envBefore?.subnet?.ip.value, 'same subnet');
+    assert.deepEqual(await Promise.all(cluster.nodes.map((n) => clusterRoutes(n))), before, 'no route changed on any node');
+    assert.deepEqual(await Promise.all(cluster.nodes.map((n) => neighbours(n))), neighBefore, 'no neighbour changed (vxlan MAC kept)');
+  });
+
+  test(`${suite.backend}: a hand-deleted route comes back`, { skip, timeout: 180_000 }, async (t) => {
+    const cluster = await startCluster(t, suite);
+    const n1 = cluster.nodes[0]!;
+    await wait('routes to both peers', async () => (await clusterRoutes(n1)).filter((r) => !r.includes('cni0')).length === 2);
+    const before = await clusterRoutes(n1);
+    const victim = before.find((r) => !r.includes('cni0'))!.split(' ')[0]!;
+    await nsExec(n1.ns, 'ip', ['route', 'del', victim]);
+    await wait('the route is back', async () => (await clusterRoutes(n1)).join('\n') === before.join('\n'));
+    if (suite.backend === 'vxlan') {
+      const neigh = (await neighbours(n1))[0]!.split(' ')[0]!;
+      const fdbBefore = await fdb(n1);
+      await nsExec(n1.ns, 'ip', ['neigh', 'del', neigh, 'dev', 'flannel.1']);
+      const [mac, dst] = fdbBefore[0]!.split(' ');
+      await nsExec(n1.ns, 'bridge', ['fdb', 'del', mac!, 'dev', 'flannel.1', 'dst', dst!]);
+      await wait('the neighbour and FDB entries are back', async () => (await neighbours(n1)).length === 2 && (await fdb(n1)).join() === fdbBefore.join());
+    }
+  });
+
+  test(`${suite.backend}: a node's lease deleted from etcd makes the others drop exactly its entries`, { skip, timeout: 180_000 }, async (t) => {
+    const cluster = await startCluster(t, suite);
+    const [n1, , n3] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0], typeof cluster.nodes[0]];
+    await wait('routes to both peers', async () => (await clusterRoutes(n1)).filter((r) => !r.includes('cni0')).length === 2);
+    const before = await clusterRoutes(n1);
+    const neighBefore = await neighbours(n1);
+    const n3subnet = (await cluster.subnetEnv(n3))!.subnet!;
+    // Stopped, so that it cannot take its lease back; then its lease goes.
+    await cluster.stopAgent(n3, 'SIGKILL');
+    await cluster.etcd('del', await leaseKeyOf(cluster, n3));
+    const n3dst = `${n3subnet.ip.value >> 24n}.${(n3subnet.ip.value >> 16n) & 255n}.${(n3subnet.ip.value >> 8n) & 255n}.0/24`;
+    await wait('node1 dropped node3', async () => !(await clusterRoutes(n1)).some((r) => r.startsWith(n3dst + ' ')));
+    assert.deepEqual(await clusterRoutes(n1), before.filter((r) => !r.startsWith(n3dst + ' ')), 'only node3\'s route went');
+    if (suite.backend === 'vxlan') {
+      const n3net = n3dst.split('/')[0]!;
+      assert.deepEqual(await neighbours(n1), neighBefore.filter((n) => !n.startsWith(n3net + ' ')), 'only node3\'s neighbour went');
+      assert.equal((await fdb(n1)).length, 1);
+    }
+  });
+
+  test(`${suite.backend}: hostile leases are refused and program nothing`, { skip, timeout: 180_000 }, async (t) => {
+    const cluster = await startCluster(t, suite, 2);
+    const n1 = cluster.nodes[0]!;
+    await wait('route to the peer', async () => (await clusterRoutes(n1)).filter((r) => !r.includes('cni0')).length === 1);
+    const before = await clusterRoutes(n1);
+    const data = suite.backend === 'vxlan' ? ',"BackendData":{"VNI":1,"VtepMAC":"0e:00:00:00:00:66"}' : '';
+    const value = (ip: string): string => `{"PublicIP":"${ip}","PublicIPv6":null,"BackendType":"${suite.backend}"${data}}`;
+    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.200.0-24', value('198.18.3.7')); // public IP inside the pod network
+    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.201.0-24', value(n1.ip)); // claims node1's own address
+    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.202.0-25', value('203.0.113.99')); // not a subnet this config hands out
+    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.203.0-24', 'not json at all');
+    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.204.0-24', value('203.0.113.98')); // a valid newcomer, as a control
+    await wait('the valid newcomer is programmed', async () => (await clusterRoutes(n1)).some((r) => r.startsWith('198.18.204.0/24 ')));
+    const after = await clusterRoutes(n1);
+    assert.deepEqual(after.filter((r) => !r.startsWith('198.18.204.0/24 ')), before, 'nothing else was programmed');
+    for (const needle of ['inside the pod network', "this node's own", 'skipping lease', 'invalid value']) {
+      assert.ok(n1.log.includes(needle), `a warning mentions "${needle}"`);
+    }
+  });
+}
+
+test('vxlan with DirectRouting uses a plain route to a peer on the same subnet', { skip, timeout: 180_000 }, async (t) => {
+  const cluster = await startCluster(t, { backend: 'vxlan', config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","DirectRouting":true}}' }, 2);
+  const [n1, n2] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]];
+  await cluster.addPod(n1);
+  await cluster.addPod(n2);
+  await wait('the direct route', async () => (await clusterRoutes(n1)).some((r) => r.includes(`via ${n2.ip} dev eth0`)));
+  assert.deepEqual(await neighbours(n1), [], 'no vxlan neighbour for a directly routed peer');
+  await assertFullMesh(cluster);
+});

@@ -1,0 +1,72 @@
+/**
+ * End-to-end scenarios shared by the vxlan and host-gw suites: real agents in namespaces, a real
+ * etcd, pods made by the real CNI plugins, traffic checked with ping.
+ */
+import assert from 'node:assert/strict';
+import { type ClusterNode, Cluster, type Pod } from '../testing/cluster.js';
+import { ipJson, nsExec } from '../testing/netns.js';
+import { waitUntil } from '../testing/wait.js';
+
+export interface Suite {
+  readonly backend: 'vxlan' | 'host-gw';
+  readonly config: string;
+}
+
+type TestContext = { after(fn: () => Promise<void> | void): void };
+
+export async function startCluster(t: TestContext, suite: Suite, nodes = 3): Promise<Cluster> {
+  const cluster = await Cluster.create({ nodes, config: suite.config, agentFlags: ['--ip-masq'] });
+  t.after(async () => {
+    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
+    await cluster.destroy();
+  });
+  // All agents at the same instant: they race for subnets and must all converge.
+  for (const node of cluster.nodes) cluster.startAgent(node);
+  await waitUntil('every agent wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet));
+  return cluster;
+}
+
+export async function subnetOf(cluster: Cluster, node: ClusterNode): Promise<string> {
+  const env = await cluster.subnetEnv(node);
+  assert.ok(env?.subnet, `${node.name} has a subnet`);
+  return `${env.subnet.ip.value}`;
+}
+
+/** Every pod reaches every other pod (retrying while routes converge). */
+export async function assertFullMesh(cluster: Cluster): Promise<void> {
+  const pods: Pod[] = cluster.nodes.flatMap((n) => n.pods);
+  const failing = async (): Promise<string[]> => {
+    const bad: string[] = [];
+    for (const a of pods) for (const b of pods) if (a !== b && !(await cluster.ping(a, b.ip))) bad.push(`${a.ip}->${b.ip}`);
+    return bad;
+  };
+  let last: string[] = [];
+  await waitUntil(`every pod pings every other (failing: ${last.join(' ')})`, async () => (last = await failing()).length === 0, 60_000).catch((err: unknown) => {
+    throw new Error(`pods cannot reach each other: ${last.join(' ')}`, { cause: err });
+  });
+}
+
+/** The routes of a node that point into the cluster network, as text. */
+export async function clusterRoutes(node: ClusterNode): Promise<string[]> {
+  const routes = await ipJson<Array<{ dst: string; gateway?: string; dev: string; flags: string[] }>>(node.ns, ['route', 'show']);
+  return routes.filter((r) => r.dst.startsWith('198.18.')).map((r) => `${r.dst} via ${r.gateway ?? '-'} dev ${r.dev} ${r.flags.join(',')}`.trim()).sort();
+}
+
+export async function neighbours(node: ClusterNode): Promise<string[]> {
+  const out = await ipJson<Array<{ dst: string; lladdr?: string; state?: string[] }>>(node.ns, ['neigh', 'show', 'dev', 'flannel.1']).catch(() => []);
+  return out.map((n) => `${n.dst} ${n.lladdr ?? ''}`).sort();
+}
+
+export async function fdb(node: ClusterNode): Promise<string[]> {
+  const out = await nsExec(node.ns, 'bridge', ['-j', 'fdb', 'show', 'dev', 'flannel.1']).catch(() => '[]');
+  return (JSON.parse(out || '[]') as Array<{ mac: string; dst?: string }>).filter((f) => f.dst).map((f) => `${f.mac} ${f.dst}`).sort();
+}
+
+/** The lease key of a node, from etcd. */
+export async function leaseKeyOf(cluster: Cluster, node: ClusterNode): Promise<string> {
+  const lease = (await cluster.leases()).find((l) => l.value.includes(`"PublicIP":"${node.ip}"`));
+  assert.ok(lease, `${node.name} has a lease in etcd`);
+  return lease.key;
+}
+
+export const wait = waitUntil;
