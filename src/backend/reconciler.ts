@@ -87,6 +87,14 @@ export class Reconciler {
   readonly #refusedSeen = new Map<string, string>();
   readonly stats: ReconcilerStats = { fullReconciles: 0, repairs: 0, refused: 0 };
   #synced = false;
+  /** Event application and full reconciles never interleave. */
+  #busy: Promise<unknown> = Promise.resolve();
+
+  #exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const result = this.#busy.then(work, work);
+    this.#busy = result.catch(() => undefined);
+    return result;
+  }
 
   constructor(options: ReconcilerOptions) {
     this.#nl = options.netlink;
@@ -153,7 +161,12 @@ export class Reconciler {
         if (!this.#synced) {
           this.#synced = true;
           await this.reconcile(signal);
-          this.#log.info({ peers: this.#peers.size }, 'initial peers programmed');
+          // The initial burst leaves garbage that V8 would keep resident for a long time; when the
+          // runtime allows it (bin/weft passes --expose-gc), collect now so the heap shrinks back.
+          (globalThis as { gc?: () => void }).gc?.();
+          const mem = process.memoryUsage();
+          const mb = (n: number): number => Math.round(n / 2 ** 18) / 4;
+          this.#log.info({ peers: this.#peers.size, rssMb: mb(mem.rss), heapUsedMb: mb(mem.heapUsed), heapTotalMb: mb(mem.heapTotal), externalMb: mb(mem.external) }, 'initial peers programmed');
         }
       }
     } finally {
@@ -163,7 +176,11 @@ export class Reconciler {
   }
 
   /** Applies lease events: programs added peers, removes exactly the entries of removed ones. */
-  async apply(batch: readonly LeaseEvent[], signal: AbortSignal): Promise<void> {
+  apply(batch: readonly LeaseEvent[], signal: AbortSignal): Promise<void> {
+    return this.#exclusive(() => this.#apply(batch, signal));
+  }
+
+  async #apply(batch: readonly LeaseEvent[], signal: AbortSignal): Promise<void> {
     const toAdd: Array<{ key: string; lease: Lease; program: PeerProgram }> = [];
     for (const event of batch) {
       const key = formatSubnetKey(event.lease.subnet);
@@ -196,7 +213,11 @@ export class Reconciler {
   }
 
   /** Compares the kernel with the desired state and repairs both ways. */
-  async reconcile(signal: AbortSignal): Promise<void> {
+  reconcile(signal: AbortSignal): Promise<void> {
+    return this.#exclusive(() => this.#reconcile(signal));
+  }
+
+  async #reconcile(signal: AbortSignal): Promise<void> {
     this.stats.fullReconciles++;
     try {
       if (this.#scope.repairDevice && (await this.#scope.repairDevice(signal))) {

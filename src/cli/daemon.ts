@@ -28,8 +28,6 @@ import type { Io } from './io.js';
 
 type AgentFlags = FlagValues<typeof agentFlags>;
 
-/** How often the health check asks the registry for the lease, and how stale an answer may be. */
-const healthIntervalMs = 10_000;
 
 export async function runAgent(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: Io): Promise<number> {
   const parsed = parseFlags(agentFlags, argv, env);
@@ -76,10 +74,13 @@ class Agent {
   #leaseOk = false;
   #lastContact = 0;
   #lastProblem = 'starting';
+  /** How often the health check asks the registry for the lease; three missed answers are unhealthy. */
+  readonly #checkMs: number;
 
   constructor(flags: AgentFlags, log: Logger) {
     this.#flags = flags;
     this.#log = log;
+    this.#checkMs = Math.max(1, flags['registry-check-interval']) * 1000;
   }
 
   async run(signal: AbortSignal): Promise<number> {
@@ -184,7 +185,7 @@ class Agent {
   async #checkHealth(manager: LocalManager, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
-        this.#leaseOk = await manager.verifyLease(AbortSignal.any([signal, AbortSignal.timeout(healthIntervalMs)]));
+        this.#leaseOk = await manager.verifyLease(AbortSignal.any([signal, AbortSignal.timeout(this.#checkMs)]));
         this.#lastContact = Date.now();
         this.#lastProblem = this.#leaseOk ? '' : 'the registry does not hold this node\'s lease';
       } catch (err) {
@@ -192,7 +193,7 @@ class Agent {
         this.#lastProblem = `registry unreachable: ${errorMessage(err)}`;
       }
       try {
-        await delay(healthIntervalMs, signal);
+        await delay(this.#checkMs, signal);
       } catch {
         return;
       }
@@ -206,7 +207,7 @@ class Agent {
       lastRegistryContactMs: Number.isFinite(age) ? age : null,
     };
     if (!this.#lease) return { healthy: false, reason: 'no lease yet', ready: this.#ready, details };
-    if (age > 3 * healthIntervalMs) return { healthy: false, reason: this.#lastProblem || 'no recent registry contact', ready: this.#ready, details };
+    if (age > 3 * this.#checkMs) return { healthy: false, reason: this.#lastProblem || 'no recent registry contact', ready: this.#ready, details };
     if (!this.#leaseOk) return { healthy: false, reason: this.#lastProblem, ready: this.#ready, details };
     return { healthy: true, reason: 'lease held', ready: this.#ready, details };
   }

@@ -58,3 +58,29 @@ test('leases lists what is in etcd, with flags or FLANNELD_* variables', async (
   assert.equal(unreachable.code, 1);
   assert.match(unreachable.stderr, /no etcd endpoint reachable \(http:\/\/127\.0\.0\.1:9\)/);
 });
+
+test('agent: bad flags and values fail at start with a clear message and exit 2', async () => {
+  const cases: Array<[string[], Record<string, string>, RegExp]> = [
+    [['agent', '--no-such-flag'], {}, /flag provided but not defined: -no-such-flag/],
+    [['agent', '--subnet-lease-renew-margin=0'], {}, /Invalid subnet-lease-renew-margin option, out of acceptable range/],
+    [['agent', '--healthz-port=eighty'], {}, /invalid integer value "eighty" for -healthz-port/],
+    [['agent'], { FLANNELD_IP_MASQ: 'perhaps' }, /invalid boolean value "perhaps" for FLANNELD_IP_MASQ/],
+    [['agent', 'stray'], {}, /unexpected arguments: stray/],
+  ];
+  for (const [args, env, re] of cases) {
+    const r = await weft(args, env);
+    assert.equal(r.code, 2, args.join(' '));
+    assert.match(r.stderr, re);
+  }
+});
+
+test('installed as flanneld, weft is the agent with flanneld\'s command line', async () => {
+  const flanneld = new URL('../../../bin/flanneld', import.meta.url).pathname;
+  const version = await new Promise<{ code: number; stderr: string }>((resolve) => {
+    execFile(flanneld, ['--version'], { env: { PATH: process.env['PATH'] ?? '' } }, (err, _stdout, stderr) => resolve({ code: err ? 1 : 0, stderr }));
+  });
+  assert.deepEqual(version, { code: 0, stderr: `${(JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version}\n` });
+  const help = await new Promise<string>((resolve) => execFile(flanneld, ['-h'], (_e, _o, stderr) => resolve(stderr)));
+  assert.match(help, /--etcd-endpoints/);
+  assert.match(help, /\[FLANNELD_IFACE_REGEX\]/);
+});

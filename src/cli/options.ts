@@ -37,6 +37,7 @@ export const agentFlags = [
   { name: 'ip-blackhole-route', kind: 'bool', default: false, doc: 'add a blackhole route covering the node\'s own subnet' },
   { name: 'net-config-path', kind: 'string', default: '/etc/kube-flannel/net-conf.json', doc: 'path to the network configuration file (kube mode)' },
   { name: 'set-node-network-unavailable', kind: 'bool', default: true, doc: 'set NodeNetworkUnavailable to false once the network is up (kube mode)' },
+  { name: 'registry-check-interval', kind: 'int', default: 10, doc: 'weft only: seconds between the health check\'s registry reads of this node\'s lease; /healthz fails after three missed' },
   { name: 'v', kind: 'int', default: 0, doc: 'log verbosity: 0 info, 1 or more debug' },
   { name: 'vmodule', kind: 'string', default: '', doc: 'accepted for compatibility; ignored' },
   { name: 'log_backtrace_at', kind: 'string', default: '', doc: 'accepted for compatibility; ignored' },

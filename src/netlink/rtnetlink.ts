@@ -65,9 +65,17 @@ function isGone(err: unknown): boolean {
 export class RtNetlink implements Netlink {
   readonly #pkg = load();
   readonly #sock = this.#pkg.createRtNetlink();
+  /** The kernel serves one dump per socket at a time (EBUSY otherwise): dumps queue here. */
+  #dumps: Promise<unknown> = Promise.resolve();
+
+  #dump<T>(request: () => Promise<T>): Promise<T> {
+    const result = this.#dumps.then(request, request);
+    this.#dumps = result.catch(() => undefined);
+    return result;
+  }
 
   async links(): Promise<LinkInfo[]> {
-    return (await this.#sock.getLinks()).map((m) => this.#link(m));
+    return (await this.#dump(() => this.#sock.getLinks())).map((m) => this.#link(m));
   }
 
   async linkByName(name: string): Promise<LinkInfo | undefined> {
@@ -104,7 +112,7 @@ export class RtNetlink implements Netlink {
   }
 
   async addresses(options: { index?: number; family?: Family } = {}): Promise<AddressInfo[]> {
-    const msgs = await this.#sock.getAddresses(options.family ? { family: af(options.family) } : {});
+    const msgs = await this.#dump(() => this.#sock.getAddresses(options.family ? { family: af(options.family) } : {}));
     const out: AddressInfo[] = [];
     for (const m of msgs) {
       const ip = bytesIp(m.attrs.local ?? m.attrs.address ?? Buffer.alloc(0));
@@ -139,7 +147,7 @@ export class RtNetlink implements Netlink {
   }
 
   async routes(family: Family): Promise<RouteInfo[]> {
-    const msgs = await this.#sock.getRoutes({ family: af(family) });
+    const msgs = await this.#dump(() => this.#sock.getRoutes({ family: af(family) }));
     const out: RouteInfo[] = [];
     for (const m of msgs) {
       const route = this.#route(m, family);
@@ -173,7 +181,7 @@ export class RtNetlink implements Netlink {
   }
 
   async neighbours(index: number, family: Family): Promise<NeighbourInfo[]> {
-    const msgs = await this.#sock.getNeighbors({ family: af(family) });
+    const msgs = await this.#dump(() => this.#sock.getNeighbors({ family: af(family) }));
     const out: NeighbourInfo[] = [];
     for (const m of msgs) {
       if (m.data.ifindex !== index) continue;
@@ -201,7 +209,7 @@ export class RtNetlink implements Netlink {
   }
 
   async fdb(index: number): Promise<FdbInfo[]> {
-    const msgs = await this.#sock.getNeighbors({ family: AF_BRIDGE });
+    const msgs = await this.#dump(() => this.#sock.getNeighbors({ family: AF_BRIDGE }));
     const out: FdbInfo[] = [];
     for (const m of msgs) {
       if (m.data.ifindex !== index) continue;

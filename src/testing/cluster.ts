@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { delay } from '../core/abort.js';
-import { createNetns, deleteNetns, ipJson, nsExec, nsName, sh, spawnInNetns, stopProcess } from './netns.js';
+import { createNetns, deleteNetns, ipJson, nsExec, nsName, sh, spawnInNetns, stopProcess, sweepStaleNamespaces } from './netns.js';
 import { parseSubnetEnv } from '../subnet/subnet-env.js';
 import { formatCidr } from '../ip/cidr.js';
 
@@ -64,6 +64,7 @@ export class Cluster {
   }
 
   static async create(options: ClusterOptions): Promise<Cluster> {
+    await sweepStaleNamespaces();
     const dir = await mkdtemp(join(tmpdir(), 'weft-cluster-'));
     const cluster = new Cluster(dir, nsName('sw'), options.agentFlags ?? []);
     try {
@@ -108,6 +109,16 @@ export class Cluster {
   async #ns(name: string): Promise<void> {
     this.#namespaces.push(name);
     await createNetns(name);
+  }
+
+  /** Stops etcd (its data stays, so `startEtcd` brings the same registry back). */
+  async stopEtcd(): Promise<void> {
+    if (this.#etcd) await stopProcess(this.#etcd, 'SIGKILL');
+    this.#etcd = undefined;
+  }
+
+  startEtcd(): Promise<void> {
+    return this.#startEtcd();
   }
 
   async #startEtcd(): Promise<void> {
@@ -207,6 +218,12 @@ export class Cluster {
     } catch {
       return false;
     }
+  }
+
+  /** GET a path of the node agent's health server (on 127.0.0.1 inside the node's namespace). */
+  async health(node: ClusterNode, port: number, path = '/healthz'): Promise<{ status: number; body: Record<string, unknown> }> {
+    const script = `const r = await fetch('http://127.0.0.1:${port}${path}'); process.stdout.write(JSON.stringify({ status: r.status, body: await r.json() }));`;
+    return JSON.parse(await nsExec(node.ns, process.execPath, ['--input-type=module', '-e', script])) as { status: number; body: Record<string, unknown> };
   }
 
   /** Routes of a node's main table, as iproute2 reports them. */

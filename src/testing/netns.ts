@@ -74,3 +74,38 @@ export async function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 
   clearTimeout(timer);
   return code;
 }
+
+/**
+ * Removes namespaces left by an earlier test process of ours that was killed before it could
+ * clean up (names carry its pid): the processes still inside them were started by that run and
+ * are stopped by pid first.
+ */
+export async function sweepStaleNamespaces(): Promise<string[]> {
+  const removed: string[] = [];
+  const list = await sh('ip', ['netns', 'list']).catch(() => '');
+  for (const line of list.split('\n')) {
+    const name = line.split(' ')[0] ?? '';
+    const m = /^wft(\d+)-/.exec(name);
+    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) continue;
+    const pids = (await sh('ip', ['netns', 'pids', name]).catch(() => '')).split('\n').filter(Boolean).map(Number);
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    await deleteNetns(name);
+    removed.push(name);
+  }
+  return removed;
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

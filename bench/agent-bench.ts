@@ -1,0 +1,189 @@
+/**
+ * `make bench`, data plane part (needs root): a weft cluster in namespaces, measuring
+ * - convergence: 1000 vxlan leases already in etcd, agent started, time until all are programmed,
+ *   and the agent's resident memory then;
+ * - event latency: one lease added, one removed, time until the kernel's routes follow;
+ * - pod-to-pod TCP throughput with iperf3 for vxlan and host-gw, against the bare underlay.
+ */
+import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Cluster, type ClusterNode } from '../src/testing/cluster.js';
+import { netnsSkipReason, nsExec } from '../src/testing/netns.js';
+import { waitUntil } from '../src/testing/wait.js';
+
+const runs = Number(process.env['BENCH_RUNS'] ?? 5);
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const fmt = (x: number, d = 0): string => x.toFixed(d);
+const say = (line = ''): void => void process.stdout.write(line + '\n');
+
+function leaseValue(i: number): string {
+  const ip = i < 230 ? `203.0.113.${20 + i}` : `198.51.100.${1 + ((i - 230) % 254)}`;
+  const mac = `0e:00:00:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
+  return `{"PublicIP":"${ip}","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac}"}}`;
+}
+
+/** Key of the i-th /26 of 198.18.0.0/15, skipping the first (below SubnetMin). */
+function leaseKey(i: number): string {
+  const v = (198 << 24) + (18 << 16) + (i + 1) * 64;
+  return `/coreos.com/network/subnets/${v >>> 24}.${(v >> 16) & 255}.${(v >> 8) & 255}.${v & 255}-26`;
+}
+
+async function rssMb(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+}
+
+function logTime(log: string, msg: string): number | undefined {
+  for (const line of log.split('\n')) {
+    if (!line.includes(`"msg":"${msg}"`)) continue;
+    return Date.parse((JSON.parse(line) as { time: string }).time);
+  }
+  return undefined;
+}
+
+async function populate(cluster: Cluster, count: number): Promise<void> {
+  // One etcd-admin process per batch would be slow; write them through a short script in the switch namespace.
+  const script = `
+    const { EtcdGateway } = await import(${JSON.stringify(fileURLToPath(new URL('../src/subnet/etcd/etcd-gateway.js', import.meta.url)))});
+    const gw = new EtcdGateway({ endpoints: ['http://127.0.0.1:2379'] });
+    let text = ''; for await (const c of process.stdin) text += c;
+    const entries = JSON.parse(text);
+    for (let i = 0; i < entries.length; i += 100) await gw.txn([], entries.slice(i, i + 100).map(([key, value]) => ({ put: { key, value } })), AbortSignal.timeout(10000));
+    gw.close();`;
+  const entries = Array.from({ length: count }, (_, i) => [leaseKey(i), leaseValue(i)]);
+  await nsExec(cluster.sw, process.execPath, ['--input-type=module', '-e', script], { input: JSON.stringify(entries) });
+}
+
+async function convergence(): Promise<void> {
+  const peers = 1000;
+  const rows: Array<{ total: number; programming: number; rss: number }> = [];
+  const latencies: { add: number[]; del: number[] } = { add: [], del: [] };
+  for (let run = 0; run < runs; run++) {
+    const cluster = await Cluster.create({ nodes: 1, config: '{"Network":"198.18.0.0/15","SubnetLen":26,"Backend":{"Type":"vxlan"}}' });
+    try {
+      await populate(cluster, peers);
+      const node = cluster.nodes[0]!;
+      const t0 = Date.now();
+      const agent = cluster.startAgent(node);
+      await waitUntil('all peers programmed', () => node.log.includes('"msg":"initial peers programmed"'), 120_000);
+      const done = logTime(node.log, 'initial peers programmed')!;
+      const acquired = logTime(node.log, 'lease acquired')!;
+      const synced = node.log.split('\n').find((l) => l.includes('"msg":"initial peers programmed"'))!;
+      if ((JSON.parse(synced) as { peers: number }).peers !== peers || node.log.includes('"level":"error"')) throw new Error(`agent did not program ${peers} peers:\n${node.log.slice(-2000)}`);
+      if (process.env['BENCH_VERBOSE']) process.stderr.write(node.log.split('\n').filter((l) => l.includes('initial peers')).join('\n') + '\n');
+      const routes = (await nsExec(node.ns, 'ip', ['route', 'show', 'dev', 'flannel.1'])).trim().split('\n').length;
+      if (routes !== peers) throw new Error(`expected ${peers} routes, found ${routes}`);
+      if (process.env['BENCH_VERBOSE']) {
+        await new Promise((r) => setTimeout(r, 3000));
+        process.stderr.write((await readFile(`/proc/${agent.pid}/smaps_rollup`, 'utf8')) + '\n');
+        const smaps = await readFile(`/proc/${agent.pid}/smaps`, 'utf8');
+        const regions: Array<[number, string]> = [];
+        let head = '';
+        for (const line of smaps.split('\n')) {
+          if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) head = line;
+          const m = /^Rss:\s+(\d+) kB/.exec(line);
+          if (m && Number(m[1]) > 1024) regions.push([Number(m[1]), head]);
+        }
+        regions.sort((a, b) => b[0] - a[0]);
+        process.stderr.write(regions.slice(0, 15).map(([kb, h]) => `${(kb / 1024).toFixed(1)} MB  ${h}`).join('\n') + '\n');
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+      rows.push({ total: done - t0, programming: done - acquired, rss: await rssMb(agent.pid!) });
+      await eventLatency(cluster, node, peers, latencies);
+    } finally {
+      await cluster.destroy();
+    }
+  }
+  say('### Agent convergence: 1000 peers already in etcd');
+  say();
+  say(`One node namespace, a real etcd holding ${peers} vxlan leases, \`weft agent\` started; "programmed" is the agent's own log line after its first full reconcile (1000 ARP + 1000 FDB + 1000 route entries, checked with \`ip route\`). Medians of ${runs}.`);
+  say();
+  say('| process start → all peers programmed (ms) | lease acquired → all peers programmed (ms) | agent RSS afterwards (MB) |');
+  say('|---|---|---|');
+  say(`| ${fmt(median(rows.map((r) => r.total)))} | ${fmt(median(rows.map((r) => r.programming)))} | ${fmt(median(rows.map((r) => r.rss)), 1)} |`);
+  say();
+  say('### Event latency');
+  say();
+  say(`With the 1000 peers programmed: one lease written to etcd, then deleted, by a process in the node's namespace, which times from its etcd write returning to the kernel's route notification (netlink, no polling). Medians of ${latencies.add.length} (runs × 5).`);
+  say();
+  say('| lease added → route in kernel (ms) | lease removed → route gone (ms) |');
+  say('|---|---|');
+  say(`| ${fmt(median(latencies.add), 1)} | ${fmt(median(latencies.del), 1)} |`);
+  say();
+}
+
+async function eventLatency(cluster: Cluster, node: ClusterNode, base: number, out: { add: number[]; del: number[] }): Promise<void> {
+  const monitorScript = fileURLToPath(new URL('./route-monitor.js', import.meta.url));
+  const mon = spawn('ip', ['netns', 'exec', node.ns, process.execPath, monitorScript, cluster.endpoint], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: mon.stdout! })[Symbol.asyncIterator]();
+  const next = async (): Promise<number> => {
+    const r = await lines.next();
+    if (r.done) throw new Error('route monitor ended early');
+    return Number(r.value);
+  };
+  try {
+    await lines.next(); // ready
+    for (let i = 0; i < 5; i++) {
+      const key = leaseKey(base + 10 + i);
+      mon.stdin!.write(`${key} ${leaseValue(base + 10 + i)}\n`);
+      out.add.push(await next());
+      mon.stdin!.write(`${key} -\n`);
+      out.del.push(await next());
+    }
+  } finally {
+    mon.stdin!.end();
+    await new Promise((resolve) => mon.once('exit', resolve));
+  }
+}
+
+async function iperf(from: { ns: string }, to: { ns: string; ip: string }): Promise<number> {
+  const server = spawn('ip', ['netns', 'exec', to.ns, 'iperf3', '-s', '-1', '-B', to.ip], { stdio: 'ignore' });
+  try {
+    await new Promise((r) => setTimeout(r, 300));
+    const out = JSON.parse(await nsExec(from.ns, 'iperf3', ['-c', to.ip, '-t', '5', '-J'])) as { end: { sum_received: { bits_per_second: number } } };
+    return out.end.sum_received.bits_per_second / 1e9;
+  } finally {
+    server.kill();
+  }
+}
+
+async function throughput(): Promise<void> {
+  const results: Record<string, number[]> = { underlay: [], vxlan: [], 'host-gw': [] };
+  const reps = Math.max(1, Math.min(runs, 3));
+  for (const backend of ['vxlan', 'host-gw'] as const) {
+    const cluster = await Cluster.create({ nodes: 2, config: `{"Network":"198.18.0.0/16","Backend":{"Type":"${backend}"}}` });
+    try {
+      for (const n of cluster.nodes) cluster.startAgent(n);
+      await waitUntil('agents up', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet));
+      const [a, b] = cluster.nodes as [ClusterNode, ClusterNode];
+      const pa = await cluster.addPod(a);
+      const pb = await cluster.addPod(b);
+      await waitUntil('pods reach each other', () => cluster.ping(pa, pb.ip), 30_000);
+      for (let i = 0; i < reps; i++) {
+        results[backend]!.push(await iperf(pa, pb));
+        if (backend === 'vxlan') results['underlay']!.push(await iperf({ ns: a.ns }, { ns: b.ns, ip: b.ip }));
+      }
+    } finally {
+      await cluster.destroy();
+    }
+  }
+  say('### Pod-to-pod TCP throughput (iperf3)');
+  say();
+  say(`Two node namespaces joined by veth pairs on a bridge (no physical NIC: the figures show the CPU cost of each path on this machine), one pod per node made by the CNI bridge plugin; \`iperf3 -t 5\`, medians of ${reps}.`);
+  say();
+  say('| path | Gbit/s |');
+  say('|---|---|');
+  for (const [path, xs] of Object.entries(results)) say(`| ${path === 'underlay' ? 'bare underlay (node to node)' : `pod to pod, ${path}`} | ${fmt(median(xs), 2)} |`);
+  say();
+}
+
+const skip = netnsSkipReason();
+if (skip) {
+  say(`(data plane benchmarks skipped: ${skip})`);
+} else {
+  const parts = (process.env['BENCH_PARTS'] ?? 'convergence,throughput').split(',');
+  if (parts.includes('convergence')) await convergence();
+  if (parts.includes('throughput')) await throughput();
+}
