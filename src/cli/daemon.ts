@@ -25,6 +25,7 @@ import { connectEtcd } from './etcd-connect.js';
 import { selectExternalInterface } from './external-iface.js';
 import { version } from './version.js';
 import type { Io } from './io.js';
+import { notifyReady } from './sd-notify.js';
 
 type AgentFlags = FlagValues<typeof agentFlags>;
 
@@ -55,7 +56,7 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
   }
   const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' } });
   try {
-    return await new Agent(flags, log).run(io.signal);
+    return await new Agent(flags, log, env).run(io.signal);
   } catch (err) {
     if (io.signal.aborted) {
       log.info({}, 'Exiting cleanly...');
@@ -77,9 +78,12 @@ class Agent {
   /** How often the health check asks the registry for the lease; three missed answers are unhealthy. */
   readonly #checkMs: number;
 
-  constructor(flags: AgentFlags, log: Logger) {
+  readonly #env: Readonly<Record<string, string | undefined>>;
+
+  constructor(flags: AgentFlags, log: Logger, env: Readonly<Record<string, string | undefined>>) {
     this.#flags = flags;
     this.#log = log;
+    this.#env = env;
     this.#checkMs = Math.max(1, flags['registry-check-interval']) * 1000;
   }
 
@@ -149,6 +153,7 @@ class Agent {
         ),
       );
       tasks.push(guard(this.#checkHealth(manager, scope), 'health check'));
+      await notifyReady(this.#env, log);
       await new Promise<void>((resolve) => scope.addEventListener('abort', () => resolve(), { once: true }));
     } finally {
       inner.abort();

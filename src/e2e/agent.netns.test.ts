@@ -4,6 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { netnsSkipReason, nsExec } from '../testing/netns.js';
 import { type Suite, assertFullMesh, clusterRoutes, fdb, leaseKeyOf, neighbours, startCluster, wait } from './cluster-scenarios.js';
 
@@ -129,4 +130,20 @@ test('/healthz tells the truth: 200 while the lease is held and the registry ans
   await cluster.startEtcd();
   await wait('healthy again', async () => (await state()).status === 200);
   assert.equal((await cluster.health(node, 8471, '/nope')).status, 404);
+});
+
+test('READY=1 reaches systemd\'s notify socket once the agent is up', { skip, timeout: 120_000 }, async (t) => {
+  const cluster = await startCluster(t, { backend: 'host-gw', config: '{"Network":"198.18.0.0/16","Backend":{"Type":"host-gw"}}' }, 1);
+  const node = cluster.nodes[0]!;
+  await cluster.stopAgent(node);
+  const socketPath = `${cluster.dir}/notify.sock`;
+  // A real unix datagram socket, as systemd listens on; Node cannot open one, python3 can.
+  const listener = spawn('python3', ['-c', `import socket,sys\ns=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\ns.bind(sys.argv[1])\nprint('ready', flush=True)\nprint(s.recv(4096).decode().replace('\\n',' '), flush=True)`, socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.after(() => void listener.kill());
+  let out = '';
+  listener.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  await wait('listener ready', () => out.startsWith('ready'));
+  cluster.startAgent(node, [], { NOTIFY_SOCKET: socketPath });
+  await wait('READY=1 received', () => out.includes('READY=1'));
+  assert.match(out, /MAINPID=\d+/);
 });

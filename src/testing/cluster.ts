@@ -156,9 +156,12 @@ export class Cluster {
   }
 
   /** Starts `weft agent` in the node's namespace. */
-  startAgent(node: ClusterNode, extra: readonly string[] = []): ChildProcess {
+  startAgent(node: ClusterNode, extra: readonly string[] = [], env: NodeJS.ProcessEnv = {}): ChildProcess {
     const args = ['agent', `--etcd-endpoints=${this.endpoint}`, `--subnet-file=${node.subnetFile}`, '--iface=eth0', '--iptables-resync=1', ...this.#agentFlags, ...extra];
-    const child = spawnInNetns(node.ns, weftBin, args);
+    // Agents notify only the socket a test gives them, never a systemd the tests run under.
+    const inherited = { ...process.env };
+    delete inherited['NOTIFY_SOCKET'];
+    const child = spawnInNetns(node.ns, weftBin, args, { ...inherited, ...env });
     node.agent = child;
     const append = (d: Buffer): void => {
       node.log = (node.log + d.toString()).slice(-200_000);
