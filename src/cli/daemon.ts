@@ -50,9 +50,11 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
     io.stderr(`weft agent: Invalid subnet-lease-renew-margin option, out of acceptable range (1-1439 minutes): ${margin}\n`);
     return 2;
   }
-  if (flags['kube-subnet-mgr']) {
-    io.stderr('weft agent: --kube-subnet-mgr is not available in this version of weft (etcd mode only)\n');
-    return 2;
+  for (const unsupported of ['kube-subnet-mgr', 'ip-blackhole-route'] as const) {
+    if (flags[unsupported]) {
+      io.stderr(`weft agent: --${unsupported} is not available in this version of weft\n`);
+      return 2;
+    }
   }
   const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' } });
   try {
@@ -112,6 +114,7 @@ class Agent {
         tasks.push(health.closed);
       }
       const config = await manager.getNetworkConfig(scope);
+      if (config.enableNFTables) log.warn({}, 'EnableNFTables is not supported yet: installing the same rules with iptables');
       const { iface, how } = await selectExternalInterface(nl, {
         iface: flags.iface,
         ifaceRegex: flags['iface-regex'],

@@ -105,6 +105,29 @@ for (const suite of suites) {
   });
 }
 
+test('vxlan: a deleted or mismatching device is recreated and every peer programmed again', { skip, timeout: 180_000 }, async (t) => {
+  const cluster = await startCluster(t, suites[0]!);
+  const [n1] = cluster.nodes as [typeof cluster.nodes[0]];
+  for (const node of cluster.nodes) await cluster.addPod(node);
+  await assertFullMesh(cluster);
+  const before = { routes: await clusterRoutes(n1), neigh: await neighbours(n1), fdb: await fdb(n1) };
+  await nsExec(n1.ns, 'ip', ['link', 'del', 'flannel.1']);
+  await wait('device, routes, neighbours and FDB are back', async () =>
+    (await clusterRoutes(n1)).join() === before.routes.join() && (await neighbours(n1)).join() === before.neigh.join() && (await fdb(n1)).join() === before.fdb.join());
+  await assertFullMesh(cluster);
+  // A device with other settings (learning on) under the same name is replaced at start.
+  await cluster.stopAgent(n1);
+  const mac = JSON.parse(await nsExec(n1.ns, 'ip', ['-j', 'link', 'show', 'flannel.1']))[0].address as string;
+  await nsExec(n1.ns, 'ip', ['link', 'del', 'flannel.1']);
+  await nsExec(n1.ns, 'ip', ['link', 'add', 'flannel.1', 'address', mac, 'type', 'vxlan', 'id', '1', 'dev', 'eth0', 'learning', 'dstport', '8472']);
+  cluster.startAgent(n1);
+  await wait('recreated without learning', async () => {
+    const [link] = JSON.parse(await nsExec(n1.ns, 'ip', ['-d', '-j', 'link', 'show', 'flannel.1']).catch(() => '[{}]')) as Array<{ linkinfo?: { info_data?: { learning?: boolean } } }>;
+    return link?.linkinfo?.info_data?.learning === false;
+  });
+  await assertFullMesh(cluster);
+});
+
 test('vxlan with DirectRouting uses a plain route to a peer on the same subnet', { skip, timeout: 180_000 }, async (t) => {
   const cluster = await startCluster(t, { backend: 'vxlan', config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","DirectRouting":true}}' }, 2);
   const [n1, n2] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]];

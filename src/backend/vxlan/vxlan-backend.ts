@@ -78,7 +78,8 @@ class VxlanNetwork implements Network {
       this.#deps.log.warn({ device: this.#name }, 'existing device does not match the config; recreating it');
       await nl.deleteLink(existing.index);
     }
-    this.#mac ??= randomMac();
+    // Keep the old device's MAC when there was one: peers' entries for this node stay valid.
+    this.#mac ??= existing?.mac ?? randomMac();
     this.#link = await nl.createVxlan(this.#name, this.#spec, { mac: this.#mac, mtu: this.mtu });
     this.#deps.log.info({ device: this.#name, mac: this.#mac, mtu: this.mtu }, 'vxlan device created');
     await this.#loadUnderlay();
