@@ -48,6 +48,7 @@ test: setup lint
 
 bench: setup
 	node dist/bench/run.js
+	FLANNEL_NETNS_TESTS=1 node dist/bench/agent-bench.js
 
 clean:
 	rm -rf dist
