@@ -29,7 +29,9 @@ for await (const line of createInterface({ input: process.stdin })) {
   else await gw.put(key, value, AbortSignal.timeout(5000));
   const written = performance.now();
   for (;;) {
-    const ev = await routes.next(AbortSignal.timeout(10_000));
+    const ev = await routes.next(AbortSignal.timeout(10_000)).catch((err: unknown) => {
+      throw new Error(`no route ${deleting ? 'removal' : 'addition'} within 10 s of writing ${key}`, { cause: err });
+    });
     if (ev.deleted === deleting) {
       process.stdout.write(`${(ev.at - written).toFixed(2)}\n`);
       break;
