@@ -47,7 +47,7 @@ test('write is atomic with mode 0644 and reads back with host bits masked', asyn
   assert.equal(back.mtu, 1400);
   assert.equal(back.ipMasq, true);
   assert.deepEqual(back.problems, []);
-  assert.deepEqual(await readSubnetEnv(join(dir, 'missing.env')), { problems: [] });
+  assert.deepEqual(await readSubnetEnv(join(dir, 'missing.env')), { networks: [], ipv6Networks: [], problems: [] });
 });
 
 test('reading is lenient like dotenv and reports what it skipped', () => {
@@ -57,4 +57,11 @@ test('reading is lenient like dotenv and reports what it skipped', () => {
   assert.equal(env.ipv6Subnet, undefined);
   assert.equal(env.mtu, undefined);
   assert.equal(env.problems.length, 3);
+});
+
+test('network variables are lists for the CNI plugin, deduplicated after masking', () => {
+  const env = parseSubnetEnv('FLANNEL_NETWORK=198.18.0.0/16,198.18.5.0/16,198.19.0.0/16\nFLANNEL_SUBNET=198.18.1.1/24\n');
+  assert.deepEqual(env.networks.map(formatCidr), ['198.18.0.0/16', '198.19.0.0/16']);
+  assert.equal(env.network, undefined, 'a list is no single network');
+  assert.deepEqual(parseSubnetEnv('FLANNEL_NETWORK=198.18.0.0/16\n').networks.map(formatCidr), ['198.18.0.0/16']);
 });

@@ -61,6 +61,12 @@ export async function writeSubnetEnv(path: string, env: SubnetEnv & { mtu: numbe
 }
 
 export interface ParsedSubnetEnv extends SubnetEnv {
+  /**
+   * Every entry of FLANNEL_NETWORK / FLANNEL_IPV6_NETWORK, which the CNI plugin reads as
+   * comma-separated lists (duplicates after masking dropped); `network` is set only for one entry.
+   */
+  readonly networks: readonly Cidr[];
+  readonly ipv6Networks: readonly Cidr[];
   /** Lines or values that were not understood, for a warning; never fatal. */
   readonly problems: readonly string[];
 }
@@ -74,7 +80,7 @@ export async function readSubnetEnv(path: string): Promise<ParsedSubnetEnv> {
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { problems: [] };
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { networks: [], ipv6Networks: [], problems: [] };
     throw new WeftError(ErrorCodes.CONFIG, `cannot read subnet file ${path}: ${(err as Error).message}`, { cause: err });
   }
   return parseSubnetEnv(text);
@@ -105,10 +111,22 @@ export function parseSubnetEnv(text: string): ParsedSubnetEnv {
     if (!parsed) problems.push(`${key} is not an IPv${family} CIDR: ${value}`);
     return parsed;
   };
-  const env: { -readonly [K in keyof ParsedSubnetEnv]: ParsedSubnetEnv[K] } = { problems };
-  const network = cidr('FLANNEL_NETWORK', 4);
+  const list = (key: string, family: 4 | 6): Cidr[] => {
+    const out: Cidr[] = [];
+    for (const entry of (vars.get(key) ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '')) {
+      const parsed = tryParseCidr(entry, family);
+      if (!parsed) problems.push(`${key} entry is not an IPv${family} CIDR: ${entry}`);
+      else if (!out.some((c) => formatCidr(c) === formatCidr(parsed))) out.push(parsed);
+    }
+    return out;
+  };
+  const networks = list('FLANNEL_NETWORK', 4);
+  const ipv6Networks = list('FLANNEL_IPV6_NETWORK', 6);
+  const env: { -readonly [K in keyof ParsedSubnetEnv]: ParsedSubnetEnv[K] } = { networks, ipv6Networks, problems };
+  const single = (key: string, family: 4 | 6, all: Cidr[]): Cidr | undefined => (all.length > 1 ? undefined : cidr(key, family));
+  const network = single('FLANNEL_NETWORK', 4, networks);
   const subnet = cidr('FLANNEL_SUBNET', 4);
-  const ipv6Network = cidr('FLANNEL_IPV6_NETWORK', 6);
+  const ipv6Network = single('FLANNEL_IPV6_NETWORK', 6, ipv6Networks);
   const ipv6Subnet = cidr('FLANNEL_IPV6_SUBNET', 6);
   if (network) env.network = network;
   if (subnet) env.subnet = subnet;

@@ -1,0 +1,168 @@
+/**
+ * The flannel CNI plugin (installed as /opt/cni/bin/flannel and /opt/cni/bin/weft): CNI_COMMAND
+ * dispatch over the plugin's netconf, subnet.env and a delegate (flannel-compat §10). Kept free of
+ * etcd, netlink and backend code so it starts fast for every pod.
+ *
+ * Beyond flannel's plugin: STATUS fails (code 50) while subnet.env is missing, so a runtime can
+ * tell that the node's agent is not ready; GC removes the saved state of containers the runtime
+ * no longer knows (after a DEL to their delegate); DEL keeps the saved state when the delegate's
+ * DEL fails, so a retry can still clean up (flannel 1.9 leaks it).
+ */
+import { access } from 'node:fs/promises';
+import { readSubnetEnv } from '../subnet/subnet-env.js';
+import { isJsonObject } from '../json/go-json.js';
+import { CniCodes, CniError } from './cni-error.js';
+import { buildDelegateConfig, requireSubnetEnv, sortedJson } from './delegate-config.js';
+import { execDelegate, findPlugin } from './delegate.js';
+import { type FlannelNetConf, checkVersion, parseNetConf, supportedVersions, versionAtLeast } from './netconf.js';
+import { listState, loadState, removeState, saveState } from './scratch-store.js';
+
+export interface CniIo {
+  readonly stdin: () => Promise<string>;
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export async function runCni(env: Env, io: CniIo): Promise<number> {
+  const command = env['CNI_COMMAND'];
+  let version = '1.1.0';
+  try {
+    if (command === undefined || command === '') {
+      io.stderr(`CNI Plugin flannel (weft) version 0.1.0\nCNI protocol versions supported: ${supportedVersions.join(', ')}\n`);
+      return 0;
+    }
+    if (command === 'VERSION') {
+      io.stdout(JSON.stringify({ cniVersion: '1.1.0', supportedVersions }) + '\n');
+      return 0;
+    }
+    const conf = parseNetConf(await io.stdin());
+    version = conf.cniVersion;
+    checkVersion(conf);
+    switch (command) {
+      case 'ADD':
+        return await add(conf, env, io);
+      case 'DEL':
+        return await del(conf, env, io);
+      case 'CHECK':
+        return await check(conf, env, io);
+      case 'STATUS':
+        return await status(conf, env);
+      case 'GC':
+        return await gc(conf, env, io);
+      default:
+        throw new CniError(CniCodes.INVALID_ENV, `unknown CNI_COMMAND: ${command}`);
+    }
+  } catch (err) {
+    const e = err instanceof CniError ? err : new CniError(CniCodes.FLANNEL, (err as Error).message);
+    io.stdout(e.toJson(supportedVersions.includes(version as never) ? version : '1.1.0'));
+    return 1;
+  }
+}
+
+function requireEnv(env: Env, names: readonly string[]): void {
+  const missing = names.filter((n) => !env[n]);
+  if (missing.length > 0) throw new CniError(CniCodes.INVALID_ENV, `required env variables [${missing.join(',')}] missing`);
+  const id = env['CNI_CONTAINERID'];
+  if (id !== undefined && names.includes('CNI_CONTAINERID') && !/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(id)) {
+    throw new CniError(CniCodes.INVALID_ENV, `invalid characters in containerID ${JSON.stringify(id)}`);
+  }
+  const ifname = env['CNI_IFNAME'];
+  if (ifname !== undefined && names.includes('CNI_IFNAME') && (ifname.length > 15 || ifname === '.' || ifname === '..' || /[/:\s]/.test(ifname))) {
+    throw new CniError(CniCodes.INVALID_ENV, `invalid interface name ${JSON.stringify(ifname)}`);
+  }
+}
+
+async function add(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
+  requireEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
+  try {
+    await access(conf.subnetFile);
+  } catch {
+    // The agent has not written it yet: the runtime should retry, as it does for flannel.
+    throw new CniError(CniCodes.TRY_AGAIN_LATER, `failed to load flannel 'subnet.env' file: open ${conf.subnetFile}: no such file or directory. Check the flannel pod log for this node.`);
+  }
+  const parsed = await readSubnetEnv(conf.subnetFile).catch((err: unknown) => {
+    throw new CniError(CniCodes.FLANNEL, `failed to load flannel 'subnet.env' file: ${(err as Error).message}. Check the flannel pod log for this node.`);
+  });
+  const delegate = buildDelegateConfig(conf, requireSubnetEnv(parsed, conf.subnetFile));
+  const bytes = sortedJson(delegate);
+  const plugin = await findPlugin(delegate['type'] as string, env['CNI_PATH']!);
+  // Saved before the delegate runs, so that the runtime's DEL after a failed ADD can clean up.
+  await saveState(conf.dataDir, env['CNI_CONTAINERID']!, bytes);
+  const result = await execDelegate(plugin, 'ADD', bytes, { ...env });
+  if (result.stderr) io.stderr(result.stderr);
+  io.stdout(result.stdout);
+  return 0;
+}
+
+async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
+  requireEnv(env, ['CNI_CONTAINERID', 'CNI_IFNAME', 'CNI_PATH']);
+  const id = env['CNI_CONTAINERID']!;
+  const saved = await loadState(conf.dataDir, id);
+  if (saved === undefined) return 0;
+  let type: unknown;
+  try {
+    const parsed: unknown = JSON.parse(saved);
+    type = isJsonObject(parsed) ? parsed['type'] : undefined;
+  } catch (err) {
+    io.stderr(`failed to parse netconf: ${(err as Error).message}`);
+    return 0;
+  }
+  if (typeof type !== 'string') {
+    io.stderr('failed to parse netconf: saved delegate config has no type');
+    return 0;
+  }
+  await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env });
+  await removeState(conf.dataDir, id);
+  return 0;
+}
+
+async function check(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
+  if (!versionAtLeast(conf.cniVersion, '0.4.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow CHECK');
+  requireEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
+  const saved = await loadState(conf.dataDir, env['CNI_CONTAINERID']!);
+  if (saved === undefined) throw new CniError(CniCodes.UNKNOWN_CONTAINER, `no saved state for container ${env['CNI_CONTAINERID']}: it was never added through this plugin`);
+  const delegate = JSON.parse(saved) as Record<string, unknown>;
+  // The delegate checks against the result the runtime recorded, at the runtime's version.
+  if (conf.prevResult !== undefined) delegate['prevResult'] = conf.prevResult;
+  delegate['cniVersion'] = conf.cniVersion;
+  const result = await execDelegate(await findPlugin(String(delegate['type']), env['CNI_PATH']!), 'CHECK', sortedJson(delegate), { ...env });
+  if (result.stderr) io.stderr(result.stderr);
+  return 0;
+}
+
+async function status(conf: FlannelNetConf, env: Env): Promise<number> {
+  if (!versionAtLeast(conf.cniVersion, '1.1.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow STATUS');
+  requireEnv(env, ['CNI_PATH']);
+  const parsed = await readSubnetEnv(conf.subnetFile).catch(() => undefined);
+  if (!parsed || (parsed.networks.length === 0 && parsed.ipv6Networks.length === 0)) {
+    throw new CniError(CniCodes.NOT_AVAILABLE, `the weft agent is not ready on this node: ${conf.subnetFile} is missing`);
+  }
+  requireSubnetEnv(parsed, conf.subnetFile);
+  return 0;
+}
+
+async function gc(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
+  if (!versionAtLeast(conf.cniVersion, '1.1.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow GC');
+  requireEnv(env, ['CNI_PATH']);
+  const valid = conf.raw['cni.dev/valid-attachments'];
+  const keep = new Set(
+    (Array.isArray(valid) ? valid : []).flatMap((a: unknown) => (isJsonObject(a) && typeof a['containerID'] === 'string' ? [a['containerID']] : [])),
+  );
+  for (const id of await listState(conf.dataDir)) {
+    if (keep.has(id)) continue;
+    const saved = await loadState(conf.dataDir, id);
+    try {
+      const parsed: unknown = saved === undefined ? undefined : JSON.parse(saved);
+      const type = isJsonObject(parsed) ? parsed['type'] : undefined;
+      if (typeof type === 'string' && saved !== undefined) {
+        await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env, CNI_CONTAINERID: id, CNI_IFNAME: env['CNI_IFNAME'] ?? 'eth0' });
+      }
+    } catch (err) {
+      io.stderr(`gc: delegate DEL for ${id} failed: ${(err as Error).message}\n`);
+    }
+    await removeState(conf.dataDir, id);
+  }
+  return 0;
+}
