@@ -10,6 +10,7 @@
  */
 import { access } from 'node:fs/promises';
 import { readSubnetEnv } from '../subnet/subnet-env.js';
+import { formatCidr } from '../ip/cidr.js';
 import { isJsonObject } from '../json/go-json.js';
 import { CniCodes, CniError } from './cni-error.js';
 import { buildDelegateConfig, requireSubnetEnv, sortedJson } from './delegate-config.js';
@@ -46,7 +47,7 @@ export async function runCni(env: Env, io: CniIo): Promise<number> {
       case 'DEL':
         return await del(conf, env, io);
       case 'CHECK':
-        return await check(conf, env, io);
+        return await check(conf, env);
       case 'STATUS':
         return await status(conf, env);
       case 'GC':
@@ -118,17 +119,24 @@ async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   return 0;
 }
 
-async function check(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
+/**
+ * CHECK: the container was added through this plugin and the node's subnet is still the one its
+ * address came from. The delegate's own CHECK is not called: the bridge plugin's CHECK rejects the
+ * gateway-less routes that flannel's IPAM section uses (seen with containernetworking-plugins
+ * 1.1.1), so it would fail for every pod; flannel's plugin does not call it either.
+ */
+async function check(conf: FlannelNetConf, env: Env): Promise<number> {
   if (!versionAtLeast(conf.cniVersion, '0.4.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow CHECK');
   requireEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
   const saved = await loadState(conf.dataDir, env['CNI_CONTAINERID']!);
   if (saved === undefined) throw new CniError(CniCodes.UNKNOWN_CONTAINER, `no saved state for container ${env['CNI_CONTAINERID']}: it was never added through this plugin`);
-  const delegate = JSON.parse(saved) as Record<string, unknown>;
-  // The delegate checks against the result the runtime recorded, at the runtime's version.
-  if (conf.prevResult !== undefined) delegate['prevResult'] = conf.prevResult;
-  delegate['cniVersion'] = conf.cniVersion;
-  const result = await execDelegate(await findPlugin(String(delegate['type']), env['CNI_PATH']!), 'CHECK', sortedJson(delegate), { ...env });
-  if (result.stderr) io.stderr(result.stderr);
+  const current = await readSubnetEnv(conf.subnetFile).catch(() => undefined);
+  if (current?.subnet) {
+    const want = formatCidr(current.subnet);
+    if (!saved.includes(`"subnet":"${want}"`)) {
+      throw new CniError(CniCodes.FLANNEL, `the node's subnet is now ${want}, not the one this container's address came from; recreate the pod`);
+    }
+  }
   return 0;
 }
 

@@ -3,20 +3,19 @@
  * - a switch namespace with bridge br0 (203.0.113.254/24) and a real etcd listening on it;
  * - node namespaces on 203.0.113.0/24, each with eth0 on the bridge, a default route via the
  *   switch, IP forwarding, and a real `weft agent` process;
- * - pods: namespaces attached by the real CNI `bridge` and `host-local` plugins (run inside the
- *   node's namespace) from the node's subnet.env.
+ * - pods: namespaces attached by weft's CNI plugin, run inside the node's namespace as a runtime
+ *   runs it, delegating to the real CNI `bridge` and `host-local` plugins.
  * `destroy()` stops every process it started (by pid) and removes every namespace and file, and
  * the tests call it from t.after so it runs when they fail too.
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { delay } from '../core/abort.js';
 import { createNetns, deleteNetns, ipJson, nsExec, nsName, sh, spawnInNetns, stopProcess, sweepStaleNamespaces } from './netns.js';
 import { parseSubnetEnv } from '../subnet/subnet-env.js';
-import { formatCidr } from '../ip/cidr.js';
 
 const weftBin = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
 const adminScript = fileURLToPath(new URL('./etcd-admin.js', import.meta.url));
@@ -186,26 +185,31 @@ export class Cluster {
     }
   }
 
-  /** Makes a pod on `node` with the real bridge + host-local plugins from its subnet.env. */
+  /**
+   * Makes a pod on `node` as a container runtime does: weft's CNI plugin (as /opt/cni/bin/flannel,
+   * with kube-flannel's netconf), which delegates to the real bridge and host-local plugins.
+   */
   async addPod(node: ClusterNode): Promise<Pod> {
-    const env = await this.subnetEnv(node);
-    if (!env?.subnet || !env.network) throw new Error(`${node.name} has no subnet.env yet`);
     const ns = nsName(`${node.name.replace('node', 'p')}-`);
     await this.#ns(ns);
     const id = `${ns}-ctr`;
+    const bin = join(node.dir, 'cni-bin');
+    await mkdir(bin, { recursive: true });
+    await symlink(weftBin, join(bin, 'flannel')).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
     const conf = {
       cniVersion: '0.3.1',
-      name: `weft-${node.name}`,
-      type: 'bridge',
-      bridge: 'cni0',
-      isGateway: true,
-      ipMasq: false,
-      mtu: env.mtu,
-      ipam: { type: 'host-local', subnet: formatCidr(env.subnet), routes: [{ dst: formatCidr(env.network) }], dataDir: join(node.dir, 'ipam') },
+      name: 'cbr0',
+      type: 'flannel',
+      subnetFile: node.subnetFile,
+      dataDir: join(node.dir, 'cni-state'),
+      delegate: { hairpinMode: true, isDefaultGateway: true },
+      ipam: { dataDir: join(node.dir, 'ipam') },
     };
-    const out = await nsExec(node.ns, '/usr/lib/cni/bridge', [], {
+    const out = await nsExec(node.ns, join(bin, 'flannel'), [], {
       input: JSON.stringify(conf),
-      env: { ...process.env, CNI_COMMAND: 'ADD', CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${ns}`, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' },
+      env: { ...process.env, CNI_COMMAND: 'ADD', CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${ns}`, CNI_IFNAME: 'eth0', CNI_PATH: `${bin}:/usr/lib/cni` },
     });
     const result = JSON.parse(out) as { ips: Array<{ address: string }> };
     const pod = { ns, ip: result.ips[0]!.address.split('/')[0]!, id };

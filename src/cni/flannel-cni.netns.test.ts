@@ -1,0 +1,114 @@
+/**
+ * The plugin run as a container runtime runs it (environment and stdin, bin/weft as
+ * /opt/cni/bin/flannel) against the real bridge and host-local plugins, in namespaces.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createNetns, deleteNetns, ipJson, netnsSkipReason, nsExec, nsName } from '../testing/netns.js';
+
+const skip = netnsSkipReason();
+const weft = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cni(ns: string | undefined, env: Record<string, string>, stdin: string): Promise<Run> {
+  const [cmd, args] = ns ? ['ip', ['netns', 'exec', ns, env['PLUGIN']!]] : [env['PLUGIN']!, []];
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args as string[], { env: { PATH: process.env['PATH'] ?? '', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(stdin);
+  });
+}
+
+test('ADD, CHECK, DEL, STATUS, GC, VERSION and errors against the real bridge and host-local plugins', { skip, timeout: 120_000 }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-cni-'));
+  const node = nsName('cn');
+  const pod = nsName('cp');
+  const pod2 = nsName('cp');
+  t.after(async () => {
+    for (const ns of [pod, pod2, node]) await deleteNetns(ns);
+    await rm(dir, { recursive: true, force: true });
+  });
+  for (const ns of [node, pod, pod2]) await createNetns(ns);
+  const bin = join(dir, 'bin');
+  await nsExec(node, 'mkdir', ['-p', bin]);
+  await symlink(weft, join(bin, 'flannel'));
+  const subnetFile = join(dir, 'subnet.env');
+  const dataDir = join(dir, 'state');
+  const netconf = (version = '0.3.1', extra = {}) =>
+    JSON.stringify({ cniVersion: version, name: 'cbr0', type: 'flannel', subnetFile, dataDir, delegate: { hairpinMode: true, isDefaultGateway: true }, ipam: { dataDir: join(dir, 'ipam') }, ...extra });
+  const base = { PLUGIN: join(bin, 'flannel'), CNI_PATH: `${bin}:/usr/lib/cni`, CNI_IFNAME: 'eth0' };
+  const add = (ns: string, id: string, version?: string) => cni(node, { ...base, CNI_COMMAND: 'ADD', CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${ns}` }, netconf(version));
+
+  // Before the agent has written subnet.env: ADD asks to retry later, STATUS says not available.
+  const early = await add(pod, 'ctr1');
+  assert.equal(early.code, 1);
+  assert.equal(JSON.parse(early.stdout).code, 11);
+  assert.match(JSON.parse(early.stdout).msg, /subnet\.env/);
+  const statusEarly = await cni(undefined, { ...base, CNI_COMMAND: 'STATUS' }, netconf('1.1.0'));
+  assert.equal(JSON.parse(statusEarly.stdout).code, 50);
+
+  await writeFile(subnetFile, 'FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.7.1/24\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n');
+  assert.equal((await cni(undefined, { ...base, CNI_COMMAND: 'STATUS' }, netconf('1.1.0'))).code, 0);
+
+  const ok = await add(pod, 'ctr1');
+  assert.equal(ok.code, 0, ok.stdout + ok.stderr);
+  const result = JSON.parse(ok.stdout) as { ips: Array<{ address: string; gateway: string }> };
+  assert.equal(result.ips[0]!.address, '198.18.7.2/24');
+  assert.equal(result.ips[0]!.gateway, '198.18.7.1');
+  const saved = JSON.parse(await readFile(join(dataDir, 'ctr1'), 'utf8')) as Record<string, unknown>;
+  assert.equal(saved['ipMasq'], false);
+  assert.equal(saved['mtu'], 1400);
+  const [eth0] = await ipJson<Array<{ mtu: number }>>(pod, ['link', 'show', 'eth0']);
+  assert.equal(eth0!.mtu, 1400);
+  const routes = await ipJson<Array<{ dst: string; gateway?: string }>>(pod, ['route', 'show']);
+  assert.ok(routes.some((r) => r.dst === '198.18.0.0/16' && r.gateway === '198.18.7.1'));
+  assert.ok(routes.some((r) => r.dst === 'default' && r.gateway === '198.18.7.1'), 'isDefaultGateway from the delegate section');
+  const [cni0] = await ipJson<Array<{ addr_info: Array<{ local: string }> }>>(node, ['addr', 'show', 'cni0']);
+  assert.equal(cni0!.addr_info[0]!.local, '198.18.7.1');
+
+  // CHECK (0.4.0+): known container on the node's current subnet; unknown containers are code 3.
+  const add2 = await add(pod2, 'ctr2', '0.4.0');
+  assert.equal(add2.code, 0, add2.stdout);
+  const checkOf = (id: string) => cni(node, { ...base, CNI_COMMAND: 'CHECK', CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${pod2}` }, netconf('0.4.0', { prevResult: JSON.parse(add2.stdout) as unknown }));
+  assert.equal((await checkOf('ctr2')).code, 0);
+  assert.equal(JSON.parse((await checkOf('nobody')).stdout).code, 3);
+
+  // DEL works after subnet.env is gone, from the saved config; DEL of an unknown container succeeds.
+  await rm(subnetFile);
+  const del = await cni(node, { ...base, CNI_COMMAND: 'DEL', CNI_CONTAINERID: 'ctr1', CNI_NETNS: `/var/run/netns/${pod}` }, netconf());
+  assert.equal(del.code, 0, del.stdout + del.stderr);
+  assert.deepEqual(await ipJson(pod, ['link', 'show', 'eth0']).catch(() => []), [], 'the pod\'s interface is gone');
+  assert.deepEqual((await readdir(dataDir)).sort(), ['ctr2']);
+  assert.equal((await cni(node, { ...base, CNI_COMMAND: 'DEL', CNI_CONTAINERID: 'never-added' }, netconf())).code, 0);
+
+  // GC removes saved state of containers the runtime no longer lists.
+  const gc = await cni(node, { ...base, CNI_COMMAND: 'GC' }, netconf('1.1.0', { 'cni.dev/valid-attachments': [] }));
+  assert.equal(gc.code, 0, gc.stdout + gc.stderr);
+  assert.deepEqual(await readdir(dataDir), []);
+
+  const version = await cni(undefined, { ...base, CNI_COMMAND: 'VERSION' }, '');
+  assert.deepEqual(JSON.parse(version.stdout), { cniVersion: '1.1.0', supportedVersions: ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] });
+
+  // Errors: CNI JSON on stdout with the spec's codes.
+  await writeFile(subnetFile, 'FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.7.1/24\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n');
+  const garbage = await cni(node, { ...base, CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'x', CNI_NETNS: `/var/run/netns/${pod}` }, 'not json');
+  assert.equal(JSON.parse(garbage.stdout).code, 6);
+  const noDelegate = await cni(node, { ...base, CNI_PATH: bin, CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'x', CNI_NETNS: `/var/run/netns/${pod}` }, netconf());
+  assert.match(JSON.parse(noDelegate.stdout).msg, /failed to find plugin "bridge"/);
+  const noEnv = await cni(node, { PLUGIN: base.PLUGIN, CNI_COMMAND: 'ADD' }, netconf());
+  assert.equal(JSON.parse(noEnv.stdout).code, 4);
+});
