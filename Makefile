@@ -8,7 +8,7 @@ export PATH := $(NODE_BIN):$(PATH)
 DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables iputils-ping iperf3 openssl
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
-.PHONY: setup deb node deps build lint test bench clean
+.PHONY: setup deb node deps build lint test bench demo demo-down install-cni clean
 
 setup: deb node deps build
 
@@ -49,6 +49,19 @@ test: setup lint
 bench: setup
 	node dist/bench/run.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/agent-bench.js
+
+demo: setup
+	node dist/src/demo/demo.js up
+
+demo-down:
+	node dist/src/demo/demo.js down
+
+# Installs the CNI plugin as a runtime expects it: /opt/cni/bin/flannel and /opt/cni/bin/weft.
+CNI_BIN_DIR ?= /opt/cni/bin
+install-cni: setup
+	mkdir -p $(CNI_BIN_DIR)
+	ln -sf $(CURDIR)/bin/weft $(CNI_BIN_DIR)/flannel
+	ln -sf $(CURDIR)/bin/weft $(CNI_BIN_DIR)/weft
 
 clean:
 	rm -rf dist

@@ -8,7 +8,8 @@
  * `destroy()` stops every process it started (by pid) and removes every namespace and file, and
  * the tests call it from t.after so it runs when they fail too.
  */
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,6 +46,15 @@ export interface ClusterOptions {
   readonly config: string;
   /** Extra flags for every agent. */
   readonly agentFlags?: readonly string[];
+  /** Namespace names: `tag` is `sw`, `n1`, `p1-`...; default: unique to this process. */
+  readonly names?: (tag: string) => string;
+  /**
+   * Processes write to log files in the cluster directory and outlive this process (the demo's
+   * KEEP=1); otherwise their output is captured in `node.log`.
+   */
+  readonly detached?: boolean;
+  /** Where the cluster's files go; default a new temporary directory. */
+  readonly dir?: string;
 }
 
 export class Cluster {
@@ -55,17 +65,28 @@ export class Cluster {
   #etcd: ChildProcess | undefined;
   readonly #namespaces: string[] = [];
   readonly #agentFlags: readonly string[];
+  readonly #names: (tag: string) => string;
+  readonly #detached: boolean;
 
-  private constructor(dir: string, sw: string, agentFlags: readonly string[]) {
+  private constructor(dir: string, options: ClusterOptions) {
     this.dir = dir;
-    this.sw = sw;
-    this.#agentFlags = agentFlags;
+    this.#names = options.names ?? nsName;
+    this.sw = this.#names('sw');
+    this.#agentFlags = options.agentFlags ?? [];
+    this.#detached = options.detached ?? false;
+  }
+
+  /** Every namespace and process of the cluster, so that another process can remove them. */
+  get inventory(): { namespaces: string[]; pids: number[]; dir: string } {
+    const pids = [this.#etcd?.pid, ...this.nodes.map((n) => n.agent?.pid)].filter((p): p is number => p !== undefined);
+    return { namespaces: [...this.#namespaces], pids, dir: this.dir };
   }
 
   static async create(options: ClusterOptions): Promise<Cluster> {
     await sweepStaleNamespaces();
-    const dir = await mkdtemp(join(tmpdir(), 'weft-cluster-'));
-    const cluster = new Cluster(dir, nsName('sw'), options.agentFlags ?? []);
+    const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'weft-cluster-')));
+    await mkdir(dir, { recursive: true });
+    const cluster = new Cluster(dir, options);
     try {
       await cluster.#build(options);
     } catch (err) {
@@ -88,7 +109,7 @@ export class Cluster {
   /** Adds a node namespace on the switch (no agent yet). */
   async addNode(): Promise<ClusterNode> {
     const n = this.nodes.length + 1;
-    const ns = nsName(`n${n}`);
+    const ns = this.#names(`n${n}`);
     await this.#ns(ns);
     const port = `v${n}`;
     await sh('ip', ['link', 'add', 'eth0', 'netns', ns, 'type', 'veth', 'peer', 'name', port, 'netns', this.sw]);
@@ -122,7 +143,7 @@ export class Cluster {
 
   async #startEtcd(): Promise<void> {
     const data = join(this.dir, 'etcd');
-    this.#etcd = spawnInNetns(this.sw, 'etcd', [
+    this.#etcd = this.#spawn(this.sw, 'etcd', 'etcd.log', [
       '--name', 'sw', '--data-dir', data,
       '--listen-client-urls', `${this.endpoint},http://127.0.0.1:${etcdPort}`,
       '--advertise-client-urls', this.endpoint,
@@ -160,13 +181,22 @@ export class Cluster {
     // Agents notify only the socket a test gives them, never a systemd the tests run under.
     const inherited = { ...process.env };
     delete inherited['NOTIFY_SOCKET'];
-    const child = spawnInNetns(node.ns, weftBin, args, { ...inherited, ...env });
+    const child = this.#spawn(node.ns, weftBin, `${node.name}.log`, args, { ...inherited, ...env });
     node.agent = child;
     const append = (d: Buffer): void => {
       node.log = (node.log + d.toString()).slice(-200_000);
     };
     child.stdout?.on('data', append);
     child.stderr?.on('data', append);
+    return child;
+  }
+
+  #spawn(ns: string, cmd: string, logName: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+    if (!this.#detached) return spawnInNetns(ns, cmd, args, env);
+    const fd = openSync(join(this.dir, logName), 'a');
+    const child = spawn('ip', ['netns', 'exec', ns, cmd, ...args], { env, stdio: ['ignore', fd, fd], detached: true });
+    closeSync(fd);
+    child.unref();
     return child;
   }
 
@@ -190,7 +220,7 @@ export class Cluster {
    * with kube-flannel's netconf), which delegates to the real bridge and host-local plugins.
    */
   async addPod(node: ClusterNode): Promise<Pod> {
-    const ns = nsName(`${node.name.replace('node', 'p')}-`);
+    const ns = this.#names(`${node.name.replace('node', 'p')}-`);
     await this.#ns(ns);
     const id = `${ns}-ctr`;
     const bin = join(node.dir, 'cni-bin');
