@@ -1,3 +1,5 @@
+import { abortReason } from './abort.js';
+
 /**
  * An unbounded single-consumer queue: producers push, one consumer awaits `next`. Used to merge
  * several event sources into one loop without EventEmitter plumbing.
@@ -19,11 +21,11 @@ export class AsyncQueue<T> {
   /** The next item, or the abort reason when `signal` fires first. */
   next(signal: AbortSignal): Promise<T> {
     if (this.#items.length > 0) return Promise.resolve(this.#items.shift() as T);
-    if (signal.aborted) return Promise.reject(reasonOf(signal));
+    if (signal.aborted) return Promise.reject(abortReason(signal));
     return new Promise<T>((resolve, reject) => {
       const onAbort = (): void => {
         this.#waiter = undefined;
-        reject(reasonOf(signal));
+        reject(abortReason(signal));
       };
       signal.addEventListener('abort', onAbort, { once: true });
       this.#waiter = (value) => {
@@ -32,8 +34,4 @@ export class AsyncQueue<T> {
       };
     });
   }
-}
-
-function reasonOf(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
 }

@@ -24,6 +24,7 @@ import type * as Http from 'node:http';
 import type * as Https from 'node:https';
 import { readFile } from 'node:fs/promises';
 import { ErrorCodes, WeftError, isAbortError } from '../../core/errors.js';
+import { abortReason } from '../../core/abort.js';
 import { type Logger, silentLogger } from '../../core/log.js';
 
 export interface EtcdTls {
@@ -254,13 +255,13 @@ export class EtcdGateway {
         if (events.length > 0) yield { revision: headerRevision(result), events };
       }
     } catch (err) {
-      if (options.signal.aborted) throw abortError(options.signal);
+      if (options.signal.aborted) throw abortReason(options.signal);
       if (err instanceof WeftError) throw err;
       throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd watch stream broke: ${(err as Error).message}`, { cause: err });
     } finally {
       res.destroy();
     }
-    if (options.signal.aborted) throw abortError(options.signal);
+    if (options.signal.aborted) throw abortReason(options.signal);
     throw new WeftError(ErrorCodes.UNAVAILABLE, 'etcd closed the watch stream');
   }
 
@@ -298,7 +299,7 @@ export class EtcdGateway {
       try {
         res = await this.#post(endpoint, path, payload, signal, how.stream === true);
       } catch (err) {
-        if (signal.aborted) throw abortError(signal);
+        if (signal.aborted) throw abortReason(signal);
         lastError = err;
         this.#log.warn({ endpoint: endpoint.origin, err }, 'etcd endpoint unreachable, trying the next one');
         continue;
@@ -368,7 +369,7 @@ export class EtcdGateway {
       try {
         res = await this.#post(endpoint, path, payload, deadline);
       } catch (err) {
-        if (signal.aborted) throw abortError(signal);
+        if (signal.aborted) throw abortReason(signal);
         lastError = err;
         continue;
       }
@@ -435,17 +436,12 @@ function protocolError(what: string, got: unknown): WeftError {
   return new WeftError(ErrorCodes.ETCD, `unexpected answer from etcd: ${what}: ${JSON.stringify(got)?.slice(0, 200)}`);
 }
 
-function abortError(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof Error ? reason : new DOMException('The operation was aborted', 'AbortError');
-}
-
 async function readBody(res: Http.IncomingMessage, signal: AbortSignal): Promise<string> {
   const chunks: Buffer[] = [];
   try {
     for await (const chunk of res) chunks.push(chunk as Buffer);
   } catch (err) {
-    if (signal.aborted || isAbortError(err)) throw abortError(signal);
+    if (signal.aborted || isAbortError(err)) throw abortReason(signal);
     throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd response broke off: ${(err as Error).message}`, { cause: err });
   }
   return Buffer.concat(chunks).toString('utf8');
