@@ -42,6 +42,11 @@ for (const suite of suites) {
     await wait('the restarted agent has programmed its peers', () => n2.log.split('initial peers programmed').length === 3);
     const envAfter = await cluster.subnetEnv(n2);
     assert.equal(envAfter?.subnet?.ip.value, envBefore?.subnet?.ip.value, 'same subnet');
+    // A clean stop (SIGTERM) exits 0 and leaves everything in place too.
+    assert.equal(await cluster.stopAgent(n2, 'SIGTERM'), 0);
+    assert.match(n2.log, /Exiting cleanly/);
+    cluster.startAgent(n2);
+    await wait('restarted again', () => n2.log.split('initial peers programmed').length === 4);
     assert.deepEqual(await Promise.all(cluster.nodes.map((n) => clusterRoutes(n))), before, 'no route changed on any node');
     assert.deepEqual(await Promise.all(cluster.nodes.map((n) => neighbours(n))), neighBefore, 'no neighbour changed (vxlan MAC kept)');
   });

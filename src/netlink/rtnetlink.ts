@@ -28,6 +28,9 @@ const NLM_F_CREATE = 0x400;
 const NLM_F_EXCL = 0x200;
 const RTM = { NEWLINK: 16, DELLINK: 17, NEWADDR: 20, DELADDR: 21, NEWROUTE: 24, DELROUTE: 25, NEWNEIGH: 28, DELNEIGH: 29 } as const;
 
+/** No kernel request may hang the agent: a lost answer becomes an error and a later retry. */
+const timeout = 10_000;
+
 const af = (family: Family): number => (family === 4 ? AF_INET : AF_INET6);
 
 export function formatMac(b: Buffer | undefined): string | undefined {
@@ -64,18 +67,25 @@ function isGone(err: unknown): boolean {
 
 export class RtNetlink implements Netlink {
   readonly #pkg = load();
+  /** Changes and single-answer requests; many may be in flight. */
   readonly #sock = this.#pkg.createRtNetlink();
-  /** The kernel serves one dump per socket at a time (EBUSY otherwise): dumps queue here. */
+  /**
+   * Dumps get a socket of their own and go one at a time: the kernel serves one dump per socket
+   * (EBUSY otherwise), and acknowledgements of other requests arriving between the parts of a
+   * dump confuse the package's reassembly ("Multipart message not terminated properly").
+   */
+  readonly #dumpSock = this.#pkg.createRtNetlink();
   #dumps: Promise<unknown> = Promise.resolve();
 
-  #dump<T>(request: () => Promise<T>): Promise<T> {
-    const result = this.#dumps.then(request, request);
+  #dump<T>(request: (sock: NetlinkPkg.RtNetlinkSocket) => Promise<T>): Promise<T> {
+    const run = (): Promise<T> => request(this.#dumpSock);
+    const result = this.#dumps.then(run, run);
     this.#dumps = result.catch(() => undefined);
     return result;
   }
 
   async links(): Promise<LinkInfo[]> {
-    return (await this.#dump(() => this.#sock.getLinks())).map((m) => this.#link(m));
+    return (await this.#dump((sock) => sock.getLinks(undefined, undefined, { timeout }))).map((m) => this.#link(m));
   }
 
   async linkByName(name: string): Promise<LinkInfo | undefined> {
@@ -91,7 +101,7 @@ export class RtNetlink implements Netlink {
         ...(options.mac ? { address: macBytes(options.mac) } : {}),
         ...(options.mtu ? { mtu: options.mtu } : {}),
       },
-      { flags: NLM_F_CREATE | NLM_F_EXCL },
+      { flags: NLM_F_CREATE | NLM_F_EXCL, timeout },
     );
     const link = await this.linkByName(name);
     if (!link) throw new Error(`vxlan device ${name} vanished right after creation`);
@@ -100,7 +110,7 @@ export class RtNetlink implements Netlink {
 
   async deleteLink(index: number): Promise<void> {
     try {
-      await this.#sock.delLink({ index });
+      await this.#sock.delLink({ index }, undefined, { timeout });
     } catch (err) {
       if (!isGone(err)) throw err;
     }
@@ -108,11 +118,11 @@ export class RtNetlink implements Netlink {
 
   async setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void> {
     const data = change.up === undefined ? { index } : { index, change: { up: true as const }, flags: change.up ? { up: true as const } : {} };
-    await this.#sock.setLink(data, change.mtu === undefined ? {} : { mtu: change.mtu });
+    await this.#sock.setLink(data, change.mtu === undefined ? {} : { mtu: change.mtu }, { timeout });
   }
 
   async addresses(options: { index?: number; family?: Family } = {}): Promise<AddressInfo[]> {
-    const msgs = await this.#dump(() => this.#sock.getAddresses(options.family ? { family: af(options.family) } : {}));
+    const msgs = await this.#dump((sock) => sock.getAddresses(options.family ? { family: af(options.family) } : {}, undefined, { timeout }));
     const out: AddressInfo[] = [];
     for (const m of msgs) {
       const ip = bytesIp(m.attrs.local ?? m.attrs.address ?? Buffer.alloc(0));
@@ -134,20 +144,20 @@ export class RtNetlink implements Netlink {
 
   async addAddress(index: number, ip: IpAddr, prefix: number): Promise<void> {
     const bytes = ipBytes(ip);
-    await this.#sock.newAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { flags: NLM_F_CREATE | NLM_F_REPLACE });
+    await this.#sock.newAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout });
   }
 
   async deleteAddress(index: number, ip: IpAddr, prefix: number): Promise<void> {
     const bytes = ipBytes(ip);
     try {
-      await this.#sock.delAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes });
+      await this.#sock.delAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { timeout });
     } catch (err) {
       if (!isGone(err)) throw err;
     }
   }
 
   async routes(family: Family): Promise<RouteInfo[]> {
-    const msgs = await this.#dump(() => this.#sock.getRoutes({ family: af(family) }));
+    const msgs = await this.#dump((sock) => sock.getRoutes({ family: af(family) }, undefined, { timeout }));
     const out: RouteInfo[] = [];
     for (const m of msgs) {
       const route = this.#route(m, family);
@@ -158,13 +168,13 @@ export class RtNetlink implements Netlink {
 
   async replaceRoute(route: RouteSpec): Promise<void> {
     const [data, attrs] = this.#routeRequest(route);
-    await this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_REPLACE });
+    await this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout });
   }
 
   async deleteRoute(route: RouteSpec): Promise<void> {
     const [data, attrs] = this.#routeRequest(route);
     try {
-      await this.#sock.delRoute(data, attrs);
+      await this.#sock.delRoute(data, attrs, { timeout });
     } catch (err) {
       if (!isGone(err)) throw err;
     }
@@ -172,7 +182,7 @@ export class RtNetlink implements Netlink {
 
   async routeGet(ip: IpAddr): Promise<RouteInfo | undefined> {
     try {
-      const msgs = await this.#sock.getRoute({ family: af(ip.family), dstLen: ip.family === 4 ? 32 : 128 }, { dst: ipBytes(ip) });
+      const msgs = await this.#sock.getRoute({ family: af(ip.family), dstLen: ip.family === 4 ? 32 : 128 }, { dst: ipBytes(ip) }, { timeout });
       const m = msgs[0];
       return m ? this.#route(m, ip.family) : undefined;
     } catch {
@@ -181,7 +191,7 @@ export class RtNetlink implements Netlink {
   }
 
   async neighbours(index: number, family: Family): Promise<NeighbourInfo[]> {
-    const msgs = await this.#dump(() => this.#sock.getNeighbors({ family: af(family) }));
+    const msgs = await this.#dump((sock) => sock.getNeighbors({ family: af(family) }, undefined, { timeout }));
     const out: NeighbourInfo[] = [];
     for (const m of msgs) {
       if (m.data.ifindex !== index) continue;
@@ -196,20 +206,20 @@ export class RtNetlink implements Netlink {
     await this.#sock.newNeighbor(
       { family: af(entry.ip.family), ifindex: entry.index, state: { permanent: true } },
       { dst: ipBytes(entry.ip), lladdr: macBytes(entry.mac) },
-      { flags: NLM_F_CREATE | NLM_F_REPLACE },
+      { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout },
     );
   }
 
   async deleteNeighbour(entry: { index: number; ip: IpAddr }): Promise<void> {
     try {
-      await this.#sock.delNeighbor({ family: af(entry.ip.family), ifindex: entry.index }, { dst: ipBytes(entry.ip) });
+      await this.#sock.delNeighbor({ family: af(entry.ip.family), ifindex: entry.index }, { dst: ipBytes(entry.ip) }, { timeout });
     } catch (err) {
       if (!isGone(err)) throw err;
     }
   }
 
   async fdb(index: number): Promise<FdbInfo[]> {
-    const msgs = await this.#dump(() => this.#sock.getNeighbors({ family: AF_BRIDGE }));
+    const msgs = await this.#dump((sock) => sock.getNeighbors({ family: AF_BRIDGE }, undefined, { timeout }));
     const out: FdbInfo[] = [];
     for (const m of msgs) {
       if (m.data.ifindex !== index) continue;
@@ -225,13 +235,13 @@ export class RtNetlink implements Netlink {
     await this.#sock.newNeighbor(
       { family: AF_BRIDGE, ifindex: entry.index, state: { permanent: true }, flags: { self: true } },
       { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) },
-      { flags: NLM_F_CREATE | NLM_F_REPLACE },
+      { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout },
     );
   }
 
   async deleteFdb(entry: FdbSpec): Promise<void> {
     try {
-      await this.#sock.delNeighbor({ family: AF_BRIDGE, ifindex: entry.index, flags: { self: true } }, { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) });
+      await this.#sock.delNeighbor({ family: AF_BRIDGE, ifindex: entry.index, flags: { self: true } }, { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) }, { timeout });
     } catch (err) {
       if (!isGone(err)) throw err;
     }
@@ -279,6 +289,7 @@ export class RtNetlink implements Netlink {
 
   close(): void {
     this.#sock.socket.close();
+    this.#dumpSock.socket.close();
   }
 
   #link(m: NetlinkPkg.rt.LinkMessage): LinkInfo {

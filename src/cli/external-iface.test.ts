@@ -1,0 +1,58 @@
+/** Interface selection logic, over a small in-memory kernel view (the real one is used end to end). */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { type IfaceOptions, selectExternalInterface } from './external-iface.js';
+import { parseCidr } from '../ip/cidr.js';
+import { formatIp, parseIp } from '../ip/ip.js';
+import type { AddressInfo, LinkInfo, Netlink, RouteInfo } from '../netlink/netlink.js';
+import { isWeftError } from '../core/errors.js';
+
+const links: LinkInfo[] = [
+  { index: 1, name: 'lo', mtu: 65536, up: true },
+  { index: 2, name: 'eth0', mtu: 1500, up: true },
+  { index: 3, name: 'ens5', mtu: 9001, up: true },
+];
+const addr = (index: number, ip: string, prefix: number, extra: Partial<AddressInfo> = {}): AddressInfo => ({
+  index, ip: parseIp(ip), prefix, scope: 0, permanent: true, deprecated: false, temporary: false, ...extra,
+});
+const addresses: AddressInfo[] = [
+  addr(1, '127.0.0.1', 8, { scope: 254 }),
+  addr(2, '203.0.113.5', 24, { permanent: false }),
+  addr(2, '203.0.113.6', 24),
+  addr(3, '198.51.100.7', 24),
+];
+const routes: RouteInfo[] = [{ dst: parseCidr('0.0.0.0/0'), gateway: parseIp('203.0.113.1'), index: 2, table: 254, protocol: 3, scope: 0 }];
+const kernel = {
+  links: async () => links,
+  addresses: async () => addresses,
+  routes: async () => routes,
+  routeGet: async (ip: { value: bigint }) => (ip.value >> 8n === parseIp('198.51.100.0').value >> 8n ? { ...routes[0]!, index: 3, gateway: undefined } : routes[0]),
+} as unknown as Netlink;
+const none: IfaceOptions = { iface: [], ifaceRegex: [], ifaceCanReach: '', publicIp: '' };
+
+test('the default route\'s interface, its best address as public IP', async () => {
+  const { iface, how } = await selectExternalInterface(kernel, none);
+  assert.equal(iface.name, 'eth0');
+  assert.equal(formatIp(iface.publicIp!), '203.0.113.6', 'permanent before dynamic');
+  assert.equal(iface.mtu, 1500);
+  assert.equal(how, 'default route');
+});
+
+test('--iface by name or IP in order, --iface-regex on IPs then names, --iface-can-reach, --public-ip', async () => {
+  const pick = async (o: Partial<IfaceOptions>) => (await selectExternalInterface(kernel, { ...none, ...o })).iface;
+  assert.equal((await pick({ iface: ['wlan0', 'ens5'] })).name, 'ens5');
+  assert.equal((await pick({ iface: ['198.51.100.7'] })).name, 'ens5');
+  assert.equal((await pick({ ifaceRegex: ['^198\\.51\\.'] })).name, 'ens5');
+  assert.equal((await pick({ ifaceRegex: ['^ens'] })).name, 'ens5');
+  assert.equal((await pick({ ifaceCanReach: '198.51.100.99' })).name, 'ens5');
+  const natted = await pick({ publicIp: '198.51.100.7' });
+  assert.equal(natted.name, 'ens5');
+  const overridden = await pick({ iface: ['eth0'], publicIp: '198.51.100.200' });
+  assert.equal(formatIp(overridden.publicIp!), '198.51.100.200');
+  assert.equal(formatIp(overridden.ifaceAddr!), '203.0.113.6');
+});
+
+test('nothing matching, or a bad pattern, is WEFT_ERR_CONFIG naming it', async () => {
+  await assert.rejects(selectExternalInterface(kernel, { ...none, iface: ['wlan9'] }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /--iface=wlan9/.test(err.message));
+  await assert.rejects(selectExternalInterface(kernel, { ...none, ifaceRegex: ['('] }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /--iface-regex/.test(err.message));
+});
