@@ -4,7 +4,9 @@
  * traffic rules, subnet file, then the long-running loops under one AbortSignal. Shutdown keeps
  * the lease, routes, devices and rules, so a restart changes nothing on the wire.
  */
-import { errorMessage } from '../core/errors.js';
+import { readFile } from 'node:fs/promises';
+import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
+import type { SubnetManager } from '../subnet/subnet-manager.js';
 import { type Logger, createLogger } from '../core/log.js';
 import { delay } from '../core/abort.js';
 import type { NetworkConfig } from '../config/network-config.js';
@@ -50,11 +52,9 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
     io.stderr(`weft agent: Invalid subnet-lease-renew-margin option, out of acceptable range (1-1439 minutes): ${margin}\n`);
     return 2;
   }
-  for (const unsupported of ['kube-subnet-mgr', 'ip-blackhole-route'] as const) {
-    if (flags[unsupported]) {
-      io.stderr(`weft agent: --${unsupported} is not available in this version of weft\n`);
-      return 2;
-    }
+  if (flags['ip-blackhole-route']) {
+    io.stderr('weft agent: --ip-blackhole-route is not available in this version of weft\n');
+    return 2;
   }
   const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' } });
   try {
@@ -95,17 +95,9 @@ class Agent {
     const inner = new AbortController();
     const scope = AbortSignal.any([signal, inner.signal]);
     const nl = new RtNetlink();
-    const { gateway, registry } = await connectEtcd(flags, log);
     const tasks: Array<Promise<unknown>> = [];
+    const { manager, close, networkUp } = await this.#subnetManager();
     try {
-      const previous = await readSubnetEnv(flags['subnet-file']);
-      for (const problem of previous.problems) log.warn({ file: flags['subnet-file'] }, `subnet file: ${problem}`);
-      const manager = new LocalManager({
-        registry,
-        log: log.child({ component: 'subnet' }),
-        renewMarginMs: flags['subnet-lease-renew-margin'] * 60_000,
-        ...(previous.subnet || previous.ipv6Subnet ? { previous: { ...(previous.subnet ? { ipv4: previous.subnet } : {}), ...(previous.ipv6Subnet ? { ipv6: previous.ipv6Subnet } : {}) } } : {}),
-      });
       if (flags['healthz-port'] > 0) {
         const health = await startHealthServer(
           { host: flags['healthz-ip'], port: flags['healthz-port'], log: log.child({ component: 'health' }), state: () => this.#health() },
@@ -157,16 +149,55 @@ class Agent {
       );
       tasks.push(guard(this.#checkHealth(manager, scope), 'health check'));
       await notifyReady(this.#env, log);
+      if (networkUp) await networkUp().catch((err: unknown) => log.error({ err }, 'could not set the NetworkUnavailable condition'));
       await new Promise<void>((resolve) => scope.addEventListener('abort', () => resolve(), { once: true }));
     } finally {
       inner.abort();
       await Promise.allSettled(tasks);
-      gateway.close();
+      close();
       nl.close();
     }
     if (!signal.aborted) return 1;
     log.info({}, 'Exiting cleanly...');
     return 0;
+  }
+
+  /** etcd (default) or, with --kube-subnet-mgr, the Kubernetes API, loaded only when used. */
+  async #subnetManager(): Promise<{ manager: SubnetManager; close: () => void; networkUp?: () => Promise<void> }> {
+    const flags = this.#flags;
+    const log = this.#log.child({ component: 'subnet' });
+    if (flags['kube-subnet-mgr']) {
+      const { KubeManager } = await import('../subnet/kube/kube-manager.js');
+      const netConf = await readFile(flags['net-config-path'], 'utf8').catch((err: unknown) => {
+        throw new WeftError(ErrorCodes.CONFIG, `cannot read --net-config-path ${flags['net-config-path']}: ${errorMessage(err)}`, { cause: err });
+      });
+      const env = this.#env;
+      const manager = new KubeManager({
+        netConf,
+        annotationPrefix: flags['kube-annotation-prefix'],
+        log,
+        ...(flags['kubeconfig-file'] ? { kubeconfigFile: flags['kubeconfig-file'] } : {}),
+        ...(flags['kube-api-url'] ? { apiUrl: flags['kube-api-url'] } : {}),
+        ...(env['NODE_NAME'] ? { nodeName: env['NODE_NAME'] } : {}),
+        ...(env['POD_NAME'] ? { podName: env['POD_NAME'] } : {}),
+        ...(env['POD_NAMESPACE'] ? { podNamespace: env['POD_NAMESPACE'] } : {}),
+      });
+      return {
+        manager,
+        close: () => undefined,
+        ...(flags['set-node-network-unavailable'] ? { networkUp: () => manager.networkUp() } : {}),
+      };
+    }
+    const { gateway, registry } = await connectEtcd(flags, this.#log);
+    const previous = await readSubnetEnv(flags['subnet-file']);
+    for (const problem of previous.problems) this.#log.warn({ file: flags['subnet-file'] }, `subnet file: ${problem}`);
+    const manager = new LocalManager({
+      registry,
+      log,
+      renewMarginMs: flags['subnet-lease-renew-margin'] * 60_000,
+      ...(previous.subnet || previous.ipv6Subnet ? { previous: { ...(previous.subnet ? { ipv4: previous.subnet } : {}), ...(previous.ipv6Subnet ? { ipv6: previous.ipv6Subnet } : {}) } } : {}),
+    });
+    return { manager, close: () => gateway.close() };
   }
 
   #ruleSets(config: NetworkConfig, lease: Lease): RuleSet[] {
@@ -190,7 +221,7 @@ class Agent {
   }
 
   /** Asks the registry every interval whether it still holds our lease. */
-  async #checkHealth(manager: LocalManager, signal: AbortSignal): Promise<void> {
+  async #checkHealth(manager: SubnetManager, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
         this.#leaseOk = await manager.verifyLease(AbortSignal.any([signal, AbortSignal.timeout(this.#checkMs)]));

@@ -26,4 +26,10 @@ export interface SubnetManager {
    * then each change. This node's own lease is never included.
    */
   watchLeases(signal: AbortSignal): AsyncIterable<LeaseEvent[]>;
+
+  /**
+   * Asks the registry whether it still holds this node's lease as published: true or false, or
+   * a rejection when the registry cannot be reached. For the health endpoint.
+   */
+  verifyLease(signal: AbortSignal): Promise<boolean>;
 }

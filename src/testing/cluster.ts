@@ -10,7 +10,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,7 +56,15 @@ export interface ClusterOptions {
   readonly detached?: boolean;
   /** Where the cluster's files go; default a new temporary directory. */
   readonly dir?: string;
+  /**
+   * Kubernetes mode: an in-test API server runs in the switch namespace instead of etcd, and
+   * agents run with --kube-subnet-mgr; nodes get their podCIDR from `podCidr(n)` (or later).
+   */
+  readonly kube?: { readonly podCidr?: (n: number) => string | undefined };
 }
+
+const kubePort = 6443;
+const kubeToken = 'weft-e2e-token';
 
 export class Cluster {
   readonly dir: string;
@@ -67,6 +76,10 @@ export class Cluster {
   readonly #agentFlags: readonly string[];
   readonly #names: (tag: string) => string;
   readonly #detached: boolean;
+  readonly #kube: ClusterOptions['kube'];
+  readonly #config: string;
+  #api: ChildProcess | undefined;
+  #apiReplies: AsyncIterator<string> | undefined;
 
   private constructor(dir: string, options: ClusterOptions) {
     this.dir = dir;
@@ -74,6 +87,8 @@ export class Cluster {
     this.sw = this.#names('sw');
     this.#agentFlags = options.agentFlags ?? [];
     this.#detached = options.detached ?? false;
+    this.#kube = options.kube;
+    this.#config = options.config;
   }
 
   /** Every namespace and process of the cluster, so that another process can remove them. */
@@ -102,8 +117,47 @@ export class Cluster {
     await nsExec(this.sw, 'ip', ['addr', 'add', `${switchIp}/24`, 'dev', 'br0']);
     await nsExec(this.sw, 'ip', ['link', 'set', 'br0', 'up']);
     for (let i = 1; i <= options.nodes; i++) await this.addNode();
+    if (this.#kube) {
+      await this.#startApiServer();
+      for (const [i, node] of this.nodes.entries()) {
+        const cidr = this.#kube.podCidr?.(i + 1);
+        await this.kubeCommand({ op: 'create', name: node.name, spec: cidr ? { podCIDR: cidr, podCIDRs: [cidr] } : {} });
+      }
+      return;
+    }
     await this.#startEtcd();
     await this.etcd('put', '/coreos.com/network/config', options.config);
+  }
+
+  async #startApiServer(): Promise<void> {
+    const script = fileURLToPath(new URL('./kube-apiserver-main.js', import.meta.url));
+    const api = spawn('ip', ['netns', 'exec', this.sw, process.execPath, script, switchIp, String(kubePort), kubeToken], { stdio: ['pipe', 'pipe', 'inherit'] });
+    this.#api = api;
+    this.#apiReplies = createInterface({ input: api.stdout! })[Symbol.asyncIterator]();
+    const first = await this.#apiReplies.next();
+    if (first.value !== 'ready') throw new Error(`API server did not start: ${String(first.value)}`);
+    await writeFile(
+      join(this.dir, 'kubeconfig'),
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        // Plain HTTP inside the test bed; client-node accepts it only with TLS verification off.
+        clusters: [{ name: 'e2e', cluster: { server: `http://${switchIp}:${kubePort}`, 'insecure-skip-tls-verify': true } }],
+        users: [{ name: 'weft', user: { token: kubeToken } }],
+        contexts: [{ name: 'e2e', context: { cluster: 'e2e', user: 'weft' } }],
+        'current-context': 'e2e',
+      }),
+    );
+    await writeFile(join(this.dir, 'net-conf.json'), this.#config);
+  }
+
+  /** Sends a command to the in-test API server (kube mode) and returns its answer. */
+  async kubeCommand(cmd: Record<string, unknown>): Promise<string> {
+    if (!this.#api || !this.#apiReplies) throw new Error('not a kube-mode cluster');
+    this.#api.stdin!.write(JSON.stringify(cmd) + '\n');
+    const reply = await this.#apiReplies.next();
+    if (reply.done || !String(reply.value).startsWith('ok')) throw new Error(`API server: ${String(reply.value)}`);
+    return String(reply.value).slice(3);
   }
 
   /** Adds a node namespace on the switch (no agent yet). */
@@ -177,11 +231,14 @@ export class Cluster {
 
   /** Starts `weft agent` in the node's namespace. */
   startAgent(node: ClusterNode, extra: readonly string[] = [], env: NodeJS.ProcessEnv = {}): ChildProcess {
-    const args = ['agent', `--etcd-endpoints=${this.endpoint}`, `--subnet-file=${node.subnetFile}`, '--iface=eth0', '--iptables-resync=1', ...this.#agentFlags, ...extra];
+    const registry = this.#kube
+      ? ['--kube-subnet-mgr', `--kubeconfig-file=${join(this.dir, 'kubeconfig')}`, `--net-config-path=${join(this.dir, 'net-conf.json')}`]
+      : [`--etcd-endpoints=${this.endpoint}`];
+    const args = ['agent', ...registry, `--subnet-file=${node.subnetFile}`, '--iface=eth0', '--iptables-resync=1', ...this.#agentFlags, ...extra];
     // Agents notify only the socket a test gives them, never a systemd the tests run under.
     const inherited = { ...process.env };
     delete inherited['NOTIFY_SOCKET'];
-    const child = this.#spawn(node.ns, weftBin, `${node.name}.log`, args, { ...inherited, ...env });
+    const child = this.#spawn(node.ns, weftBin, `${node.name}.log`, args, { ...inherited, NODE_NAME: node.name, ...env });
     node.agent = child;
     const append = (d: Buffer): void => {
       node.log = (node.log + d.toString()).slice(-200_000);
@@ -271,6 +328,7 @@ export class Cluster {
   async destroy(): Promise<void> {
     for (const node of this.nodes) await this.stopAgent(node, 'SIGKILL').catch(() => undefined);
     if (this.#etcd) await stopProcess(this.#etcd, 'SIGKILL').catch(() => undefined);
+    if (this.#api) await stopProcess(this.#api, 'SIGKILL').catch(() => undefined);
     for (const ns of [...this.#namespaces].reverse()) await deleteNetns(ns);
     await rm(this.dir, { recursive: true, force: true });
   }

@@ -1,0 +1,133 @@
+/**
+ * flannel's Node annotations (flannel-compat §6.2-6.4), pure: prefix normalisation, what this
+ * node publishes, and reading other nodes' annotations as leases (untrusted input).
+ */
+import { ErrorCodes, WeftError } from '../../core/errors.js';
+import type { NetworkConfig } from '../../config/network-config.js';
+import { type Cidr, tryParseCidr } from '../../ip/cidr.js';
+import { formatIp, parseIpv4, tryParseIp } from '../../ip/ip.js';
+import type { Lease, LeaseAttrs, SubnetPair } from '../../lease/lease.js';
+
+export const defaultAnnotationPrefix = 'flannel.alpha.coreos.com';
+
+/** `flannel.alpha.coreos.com` → `flannel.alpha.coreos.com/`; `example.com/foo` → `example.com/foo-`. */
+export function normalizePrefix(prefix: string): string {
+  const slashes = prefix.split('/').length - 1;
+  if (slashes > 1) throw new WeftError(ErrorCodes.CONFIG, `invalid --kube-annotation-prefix ${JSON.stringify(prefix)}: at most one '/'`);
+  let p = slashes === 0 ? `${prefix}/` : prefix;
+  if (!p.endsWith('/') && !p.endsWith('-')) p += '-';
+  if (!/^([a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/([a-z0-9_-]+-)?$/.test(p)) {
+    throw new WeftError(ErrorCodes.CONFIG, `invalid --kube-annotation-prefix ${JSON.stringify(prefix)}`);
+  }
+  return p;
+}
+
+export interface AnnotationNames {
+  readonly subnetManager: string;
+  readonly backendType: string;
+  readonly backendData: string;
+  readonly publicIp: string;
+  readonly backendV6Data: string;
+  readonly publicIpv6: string;
+  readonly publicIpOverwrite: string;
+  readonly publicIpv6Overwrite: string;
+}
+
+export function annotationNames(normalizedPrefix: string): AnnotationNames {
+  const n = (s: string): string => normalizedPrefix + s;
+  return {
+    subnetManager: n('kube-subnet-manager'),
+    backendType: n('backend-type'),
+    backendData: n('backend-data'),
+    publicIp: n('public-ip'),
+    backendV6Data: n('backend-v6-data'),
+    publicIpv6: n('public-ipv6'),
+    publicIpOverwrite: n('public-ip-overwrite'),
+    publicIpv6Overwrite: n('public-ipv6-overwrite'),
+  };
+}
+
+/** The Node fields weft reads (a structural subset of V1Node). */
+export interface NodeLike {
+  readonly metadata?: { readonly name?: string; readonly annotations?: Readonly<Record<string, string>> };
+  readonly spec?: { readonly podCIDR?: string; readonly podCIDRs?: readonly string[] };
+}
+
+/** The node's pod CIDRs by family, or a reason they are unusable. */
+export function podCidrs(node: NodeLike): { ipv4?: Cidr; ipv6?: Cidr } | { problem: string } {
+  const list = node.spec?.podCIDRs?.length ? node.spec.podCIDRs : node.spec?.podCIDR ? [node.spec.podCIDR] : [];
+  if (list.length > 2) return { problem: 'pod cidrs should be IPv4/IPv6 only or dualstack' };
+  const out: { ipv4?: Cidr; ipv6?: Cidr } = {};
+  for (const text of list) {
+    const c = tryParseCidr(text);
+    if (!c) return { problem: `podCIDR ${JSON.stringify(text)} is not a CIDR` };
+    if (c.ip.family === 4) out.ipv4 = c;
+    else out.ipv6 = c;
+  }
+  return out;
+}
+
+/** The annotations this node must carry to publish `attrs` (only the ones that need changing). */
+export function ownAnnotations(names: AnnotationNames, attrs: LeaseAttrs, current: Readonly<Record<string, string>>): Record<string, string> {
+  const want: Record<string, string> = {
+    [names.subnetManager]: 'true',
+    [names.backendType]: attrs.backendType ?? '',
+    [names.backendData]: attrs.backendData ?? 'null',
+    [names.publicIp]: current[names.publicIpOverwrite] || formatIp(attrs.publicIp),
+  };
+  if (attrs.publicIpv6) {
+    want[names.backendV6Data] = attrs.backendV6Data ?? 'null';
+    want[names.publicIpv6] = current[names.publicIpv6Overwrite] || formatIp(attrs.publicIpv6);
+  }
+  const changed: Record<string, string> = {};
+  for (const [k, v] of Object.entries(want)) if (current[k] !== v) changed[k] = v;
+  return changed;
+}
+
+/**
+ * Another node as a lease: undefined when it is not managed by a kube subnet manager (quietly
+ * ignored, as flannel does), or `{problem}` when its annotations are unusable (a warning).
+ */
+export function nodeLease(node: NodeLike, names: AnnotationNames, config: NetworkConfig): Lease | { problem: string } | undefined {
+  const a = node.metadata?.annotations ?? {};
+  if (a[names.subnetManager] !== 'true') return undefined;
+  const cidrs = podCidrs(node);
+  if ('problem' in cidrs) return cidrs;
+  const subnet: { ipv4?: Cidr; ipv6?: Cidr } = {};
+  let publicIp = parseIpv4('0.0.0.0')!;
+  const attrs: { -readonly [K in keyof LeaseAttrs]: LeaseAttrs[K] } = { publicIp };
+  if (config.enableIPv4) {
+    const ip = parseIpv4(a[names.publicIp] ?? '');
+    if (!ip) return { problem: `annotation ${names.publicIp} is not an IPv4 address: ${JSON.stringify(a[names.publicIp] ?? '')}` };
+    if (!cidrs.ipv4) return { problem: 'missing IPv4 address on spec.podCIDRs' };
+    publicIp = ip;
+    attrs.publicIp = ip;
+    subnet.ipv4 = cidrs.ipv4;
+    const data = a[names.backendData];
+    if (data !== undefined && data !== '' && data !== 'null') {
+      if (!isJson(data)) return { problem: `annotation ${names.backendData} is not JSON: ${JSON.stringify(data)}` };
+      attrs.backendData = data;
+    }
+  }
+  if (config.enableIPv6) {
+    const ip6 = tryParseIp(a[names.publicIpv6] ?? '');
+    if (!ip6 || ip6.family !== 6) return { problem: `annotation ${names.publicIpv6} is not an IPv6 address` };
+    if (!cidrs.ipv6) return { problem: 'missing IPv6 address on spec.podCIDRs' };
+    attrs.publicIpv6 = ip6;
+    subnet.ipv6 = cidrs.ipv6;
+    const data = a[names.backendV6Data];
+    if (data !== undefined && data !== '' && data !== 'null' && isJson(data)) attrs.backendV6Data = data;
+  }
+  const type = a[names.backendType];
+  if (type) attrs.backendType = type;
+  return { subnet: subnet as SubnetPair, attrs };
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
