@@ -164,7 +164,7 @@ export class KubeManager implements SubnetManager {
     }
   }
 
-  async verifyLease(_signal?: AbortSignal): Promise<boolean> {
+  async verifyLease(): Promise<boolean> {
     if (!this.#attrs || !this.#lease) return false;
     const node = await this.#core.readNode({ name: await this.#ownName() });
     return Object.keys(ownAnnotations(this.#names, this.#attrs, node.metadata?.annotations ?? {})).length === 0;

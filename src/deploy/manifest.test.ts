@@ -1,0 +1,65 @@
+/** deploy/kube-weft.yml parsed and checked against the rules of the Kubernetes-mode issue. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { parseAllDocuments } from 'yaml';
+import { parseNetworkConfig } from '../config/network-config.js';
+import { parseNetConf } from '../cni/netconf.js';
+import { agentFlags } from '../cli/options.js';
+import { parseFlags } from '../cli/flags.js';
+
+type Obj = Record<string, unknown> & { kind: string; metadata: { name: string; namespace?: string } };
+const docs = parseAllDocuments(readFileSync(new URL('../../../deploy/kube-weft.yml', import.meta.url), 'utf8')).map((d) => d.toJS() as Obj).filter(Boolean);
+const one = (kind: string): Obj => {
+  const found = docs.filter((d) => d.kind === kind);
+  assert.equal(found.length, 1, kind);
+  return found[0]!;
+};
+// Narrow access into the parsed YAML without `any`.
+const at = (v: unknown, ...path: Array<string | number>): unknown => path.reduce<unknown>((o, k) => (o as Record<string | number, unknown> | undefined)?.[k], v);
+
+test('namespace, service account, and a least-privilege ClusterRole bound to it', () => {
+  const ns = one('Namespace').metadata.name;
+  const sa = one('ServiceAccount');
+  assert.equal(sa.metadata.namespace, ns);
+  assert.deepEqual(one('ClusterRole')['rules'], [
+    { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+    { apiGroups: [''], resources: ['nodes/status'], verbs: ['patch'] },
+  ]);
+  const binding = one('ClusterRoleBinding');
+  assert.equal(at(binding, 'roleRef', 'name'), one('ClusterRole').metadata.name);
+  assert.deepEqual(at(binding, 'subjects', 0), { kind: 'ServiceAccount', name: sa.metadata.name, namespace: ns });
+});
+
+test('the ConfigMap holds a valid net-conf.json and a flannel CNI conflist', () => {
+  const data = one('ConfigMap')['data'] as Record<string, string>;
+  const config = parseNetworkConfig(data['net-conf.json']!, 'etcd');
+  assert.equal(config.backend.type, 'vxlan');
+  const conflist = JSON.parse(data['cni-conf.json']!) as { name: string; cniVersion: string; plugins: Array<Record<string, unknown>> };
+  assert.equal(conflist.plugins[0]!['type'], 'flannel');
+  parseNetConf(JSON.stringify({ ...conflist.plugins[0], name: conflist.name, cniVersion: conflist.cniVersion }));
+});
+
+test('the DaemonSet: host network, CNI installed by init containers, only the capabilities needed, health probes', () => {
+  const ds = one('DaemonSet');
+  const pod = at(ds, 'spec', 'template', 'spec') as Record<string, unknown>;
+  assert.equal(pod['hostNetwork'], true);
+  assert.equal(pod['serviceAccountName'], one('ServiceAccount').metadata.name);
+  const inits = pod['initContainers'] as Array<Record<string, unknown>>;
+  const initText = JSON.stringify(inits);
+  assert.match(initText, /\/opt\/cni\/bin\/flannel/, 'installs the plugin');
+  assert.match(initText, /10-flannel\.conflist/, 'installs the CNI config');
+  const [agent] = pod['containers'] as Array<Record<string, unknown>>;
+  const args = agent!['args'] as string[];
+  const flags = parseFlags(agentFlags, args, {});
+  assert.equal(flags.values['kube-subnet-mgr'], true);
+  assert.equal(flags.values['healthz-port'], 8471);
+  assert.deepEqual(at(agent, 'securityContext'), { privileged: false, capabilities: { add: ['NET_ADMIN', 'NET_RAW'] } });
+  assert.equal(at(agent, 'livenessProbe', 'httpGet', 'path'), '/healthz');
+  assert.equal(at(agent, 'livenessProbe', 'httpGet', 'port'), flags.values['healthz-port']);
+  assert.equal(at(agent, 'readinessProbe', 'httpGet', 'path'), '/readyz');
+  const env = agent!['env'] as Array<{ name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>;
+  assert.equal(env.find((e) => e.name === 'NODE_NAME')?.valueFrom?.fieldRef?.fieldPath, 'spec.nodeName');
+  const mounts = JSON.stringify(agent!['volumeMounts']);
+  assert.match(mounts, /"\/run\/flannel"/, 'writes subnet.env where the CNI plugin reads it');
+});
