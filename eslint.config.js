@@ -20,6 +20,18 @@ export default tseslint.config(
     },
   },
   {
+    // The Kubernetes client is large: only the kube manager (loaded on demand) and tests use it.
+    files: ['src/**/*.ts'],
+    ignores: ['src/subnet/kube/kube-manager.ts', 'src/testing/**', '**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': restrict([
+        { group: ['fs', 'fs/*', 'path', 'os', 'http', 'https', 'net', 'crypto', 'child_process', 'events', 'stream', 'url', 'util', 'dns', 'tls'], message: 'write node:<module>' },
+        { group: ['etcd3', 'etcd3/*'], message: 'weft talks to etcd through subnet/etcd/etcd-gateway.ts' },
+        { group: ['@kubernetes/client-node'], message: 'only subnet/kube/kube-manager.ts uses the Kubernetes client' },
+      ]),
+    },
+  },
+  {
     files: ['src/core/**/*.ts', 'src/ip/**/*.ts', 'src/json/**/*.ts', 'src/config/**/*.ts', 'src/lease/**/*.ts'],
     ignores: ['**/*.test.ts'],
     rules: {
