@@ -157,8 +157,17 @@ export class Reconciler {
     })();
     try {
       for await (const batch of events) {
-        await this.apply(batch, signal);
-        if (!this.#synced) {
+        if (this.#synced) {
+          await this.apply(batch, signal);
+        } else {
+          // The first batch is the whole set: record it and let one reconcile write only what
+          // the kernel lacks (nothing at all after a restart), instead of rewriting every entry.
+          for (const event of batch) {
+            const key = formatSubnetKey(event.lease.subnet);
+            const program = event.type === 'added' ? this.#program(key, event.lease) : undefined;
+            if (program) this.#peers.set(key, { lease: event.lease, program });
+            else this.#peers.delete(key);
+          }
           this.#synced = true;
           await this.reconcile(signal);
           // The initial burst leaves garbage that V8 would keep resident for a long time; when the
@@ -242,13 +251,12 @@ export class Reconciler {
       if (device !== undefined) {
         const haveNeigh = new Map<string, NeighbourInfo>();
         for (const family of this.#scope.families) for (const n of await this.#nl.neighbours(device, family)) haveNeigh.set(neighKey(n), n);
-        for (const [key, want] of wantNeigh) {
+        const neighFixes = [...wantNeigh].filter(([key, want]) => {
           const have = haveNeigh.get(key);
-          if (!have || have.mac !== want.mac || !have.permanent) {
-            await this.#try(() => this.#nl.replaceNeighbour(want), 'neighbour', key);
-            repairs++;
-          }
-        }
+          return !have || have.mac !== want.mac || !have.permanent;
+        });
+        await this.#forEachLimited(neighFixes, async ([key, want]) => void (await this.#try(() => this.#nl.replaceNeighbour(want), 'neighbour', key)));
+        repairs += neighFixes.length;
         for (const [key, have] of haveNeigh) {
           if (!wantNeigh.has(key) && have.permanent) {
             await this.#try(() => this.#nl.deleteNeighbour(have), 'stale neighbour', key);
@@ -257,13 +265,12 @@ export class Reconciler {
         }
         const haveFdb = new Map<string, FdbInfo>();
         for (const f of await this.#nl.fdb(device)) if (f.dst && f.permanent) haveFdb.set(fdbKey(f), f);
-        for (const [key, want] of wantFdb) {
+        const fdbFixes = [...wantFdb].filter(([key, want]) => {
           const have = haveFdb.get(key);
-          if (!have || !sameIp(have.dst, want.dst)) {
-            await this.#try(() => this.#nl.replaceFdb(want), 'fdb entry', key);
-            repairs++;
-          }
-        }
+          return !have || !sameIp(have.dst, want.dst);
+        });
+        await this.#forEachLimited(fdbFixes, async ([key, want]) => void (await this.#try(() => this.#nl.replaceFdb(want), 'fdb entry', key)));
+        repairs += fdbFixes.length;
         for (const [key, have] of haveFdb) {
           const dst = have.dst;
           if (!wantFdb.has(key) && dst) {
@@ -276,13 +283,12 @@ export class Reconciler {
       for (const family of this.#scope.families) {
         for (const r of await this.#nl.routes(family)) if (this.#scope.ownsRoute(r)) haveRoutes.set(routeKey(r), r);
       }
-      for (const [key, want] of wantRoute) {
+      const routeFixes = [...wantRoute].filter(([key, want]) => {
         const have = haveRoutes.get(key);
-        if (!have || !routeMatches(want, have)) {
-          await this.#try(() => this.#nl.replaceRoute(want), 'route', key);
-          repairs++;
-        }
-      }
+        return !have || !routeMatches(want, have);
+      });
+      await this.#forEachLimited(routeFixes, async ([key, want]) => void (await this.#try(() => this.#nl.replaceRoute(want), 'route', key)));
+      repairs += routeFixes.length;
       for (const [key, have] of haveRoutes) {
         if (!wantRoute.has(key)) {
           await this.#try(() => this.#nl.deleteRoute(have), 'stale route', key);
@@ -291,7 +297,7 @@ export class Reconciler {
       }
       if (repairs > 0) {
         this.stats.repairs += repairs;
-        this.#log.info({ repairs }, 'kernel state repaired');
+        this.#log.info({ entries: repairs }, 'kernel state brought in line with the leases');
       }
     } catch (err) {
       if (!signal.aborted) this.#log.error({ err }, 'reconcile failed; will retry on the next change');
