@@ -94,9 +94,9 @@ class Agent {
     const log = this.#log;
     const inner = new AbortController();
     const scope = AbortSignal.any([signal, inner.signal]);
-    const nl = new RtNetlink();
     const tasks: Array<Promise<unknown>> = [];
     const { manager, close, networkUp } = await this.#subnetManager();
+    const nl = new RtNetlink();
     try {
       if (flags['healthz-port'] > 0) {
         const health = await startHealthServer(
@@ -150,7 +150,8 @@ class Agent {
       tasks.push(guard(this.#checkHealth(manager, scope), 'health check'));
       await notifyReady(this.#env, log);
       if (networkUp) await networkUp().catch((err: unknown) => log.error({ err }, 'could not set the NetworkUnavailable condition'));
-      await new Promise<void>((resolve) => scope.addEventListener('abort', () => resolve(), { once: true }));
+      // A loop may have failed already, and an aborted signal fires no more 'abort' events.
+      if (!scope.aborted) await new Promise<void>((resolve) => scope.addEventListener('abort', () => resolve(), { once: true }));
     } finally {
       inner.abort();
       await Promise.allSettled(tasks);
