@@ -32,8 +32,9 @@ for (const suite of suites) {
 
   test(`${suite.backend}: an agent killed with SIGKILL and restarted keeps its subnet and changes no route`, { skip, timeout: 180_000 }, async (t) => {
     const cluster = await startCluster(t, suite);
-    const [n1, n2] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]];
-    await wait('routes to both peers', async () => (await clusterRoutes(n1)).filter((r) => !r.includes('cni0')).length === 2);
+    const [, n2] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]];
+    await wait('every node routes to both peers', async () =>
+      (await Promise.all(cluster.nodes.map((n) => clusterRoutes(n)))).every((routes) => routes.filter((r) => !r.includes('cni0')).length === 2));
     const before = await Promise.all(cluster.nodes.map((n) => clusterRoutes(n)));
     const neighBefore = await Promise.all(cluster.nodes.map((n) => neighbours(n)));
     const envBefore = await cluster.subnetEnv(n2);
