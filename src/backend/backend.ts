@@ -26,6 +26,8 @@ export interface BackendDeps {
   readonly netlink: Netlink;
   readonly log: Logger;
   readonly extIface: ExternalInterface;
+  /** What this node published in an earlier run, if the registry still has it. */
+  readonly previous?: LeaseAttrs;
 }
 
 export interface Network {

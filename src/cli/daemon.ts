@@ -114,7 +114,9 @@ class Agent {
         publicIp: flags['public-ip'],
       });
       log.info({ iface: iface.name, chosenBy: how, publicIp: iface.publicIp ? formatIp(iface.publicIp) : undefined, mtu: iface.mtu }, 'using external interface');
-      const network = await backendFactory(config.backend.type).create(config, { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface }, scope);
+      const previous = iface.publicIp ? await manager.previousAttrs(iface.publicIp, scope).catch(() => undefined) : undefined;
+      const deps = { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface, ...(previous ? { previous } : {}) };
+      const network = await backendFactory(config.backend.type).create(config, deps, scope);
       const lease = await manager.acquireLease(network.attrs, scope);
       this.#lease = lease;
       this.#leaseOk = true;

@@ -121,6 +121,18 @@ test('vxlan: a deleted or mismatching device is recreated and every peer program
   await wait('device, routes, neighbours and FDB are back', async () =>
     (await clusterRoutes(n1)).join() === before.routes.join() && (await neighbours(n1)).join() === before.neigh.join() && (await fdb(n1)).join() === before.fdb.join());
   await assertFullMesh(cluster);
+  // A reboot: the agent stops and the device is gone; the new device gets the MAC this node
+  // published before, so the peers' entries for it stay valid.
+  const [, n2] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]];
+  const peerNeigh = await neighbours(n2);
+  const macBefore = JSON.parse(await nsExec(n1.ns, 'ip', ['-j', 'link', 'show', 'flannel.1']))[0].address as string;
+  await cluster.stopAgent(n1);
+  await nsExec(n1.ns, 'ip', ['link', 'del', 'flannel.1']);
+  cluster.startAgent(n1);
+  await wait('device back', async () => (await nsExec(n1.ns, 'ip', ['link', 'show', 'flannel.1']).catch(() => '')) !== '');
+  assert.equal(JSON.parse(await nsExec(n1.ns, 'ip', ['-j', 'link', 'show', 'flannel.1']))[0].address, macBefore);
+  assert.deepEqual(await neighbours(n2), peerNeigh, 'peers keep their entries for this node');
+  await assertFullMesh(cluster);
   // A device with other settings (learning on) under the same name is replaced at start.
   await cluster.stopAgent(n1);
   const mac = JSON.parse(await nsExec(n1.ns, 'ip', ['-j', 'link', 'show', 'flannel.1']))[0].address as string;

@@ -13,7 +13,7 @@ import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors
 import type { Logger } from '../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../config/network-config.js';
 import { containsCidr, overlaps } from '../ip/cidr.js';
-import { formatIp, ipEquals } from '../ip/ip.js';
+import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
 import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../lease/lease.js';
 import { toLeaseEvents } from '../lease/lease-tracker.js';
 import { formatSubnetKey } from '../lease/subnet-key.js';
@@ -168,6 +168,11 @@ export class LocalManager implements SubnetManager {
     const snap = await this.#registry.getLeases({ subnet: own.subnet, signal });
     const stored = snap.leases[0];
     return stored !== undefined && leaseAttrsEqual(stored.attrs, this.#attrs);
+  }
+
+  async previousAttrs(publicIp: IpAddr, signal: AbortSignal): Promise<LeaseAttrs | undefined> {
+    const snap = await this.#registry.getLeases({ signal });
+    return snap.leases.find((l) => ipEquals(l.attrs.publicIp, publicIp))?.attrs;
   }
 
   async *watchLeases(signal: AbortSignal): AsyncGenerator<LeaseEvent[]> {

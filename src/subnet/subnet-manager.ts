@@ -2,6 +2,7 @@
  * What backends and the agent see of lease management, whatever the registry (etcd or kube).
  */
 import type { NetworkConfig } from '../config/network-config.js';
+import type { IpAddr } from '../ip/ip.js';
 import type { Lease, LeaseAttrs, LeaseEvent } from '../lease/lease.js';
 
 export interface SubnetManager {
@@ -32,4 +33,10 @@ export interface SubnetManager {
    * a rejection when the registry cannot be reached. For the health endpoint.
    */
   verifyLease(signal: AbortSignal): Promise<boolean>;
+
+  /**
+   * What this node published before (found by its public IP in etcd, or on its Node), so that a
+   * backend can recreate its device as it was, e.g. the vxlan MAC after a reboot.
+   */
+  previousAttrs(publicIp: IpAddr, signal: AbortSignal): Promise<LeaseAttrs | undefined>;
 }

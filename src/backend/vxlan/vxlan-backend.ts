@@ -78,8 +78,9 @@ class VxlanNetwork implements Network {
       this.#deps.log.warn({ device: this.#name }, 'existing device does not match the config; recreating it');
       await nl.deleteLink(existing.index);
     }
-    // Keep the old device's MAC when there was one: peers' entries for this node stay valid.
-    this.#mac ??= existing?.mac ?? randomMac();
+    // Keep the MAC of the old device, or else the one this node published before (a reboot
+    // loses the device but not the lease): peers' entries for this node stay valid.
+    this.#mac ??= existing?.mac ?? vtepMac(this.#deps.previous?.backendData) ?? randomMac();
     this.#link = await nl.createVxlan(this.#name, this.#spec, { mac: this.#mac, mtu: this.mtu });
     this.#deps.log.info({ device: this.#name, mac: this.#mac, mtu: this.mtu }, 'vxlan device created');
     await this.#loadUnderlay();

@@ -55,6 +55,8 @@ test('the lease is the node\'s podCIDR, waited for, and the annotations are flan
   await m.networkUp();
   assert.deepEqual(server.getNode('n1').status.conditions?.map((c) => [c['type'], c['status'], c['reason']]), [['NetworkUnavailable', 'False', 'FlannelIsUp']]);
   assert.equal(await m.verifyLease(), true);
+  // A restarted agent finds what it published, to recreate its vxlan device with the same MAC.
+  assert.equal((await manager('n1').previousAttrs(parseIp('203.0.113.1')))?.backendData, '{"VNI":1,"VtepMAC":"0e:00:00:00:00:01"}');
 });
 
 test('public-ip-overwrite is published instead of the detected address; a podCIDR outside the network is an error', async (t) => {

@@ -14,6 +14,7 @@ import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../../config/network-config.js';
 import { containsCidr, formatCidr } from '../../ip/cidr.js';
+import type { IpAddr } from '../../ip/ip.js';
 import { type Lease, type LeaseAttrs, type LeaseEvent, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../../lease/lease.js';
 import type { SubnetManager } from '../subnet-manager.js';
 import { type AnnotationNames, annotationNames, nodeLease, normalizePrefix, ownAnnotations, podCidrs } from './annotations.js';
@@ -162,6 +163,14 @@ export class KubeManager implements SubnetManager {
       if (first || out.length > 0) yield out;
       first = false;
     }
+  }
+
+  /** The backend data this Node carries from an earlier run (flannel 0.28 reuses its VtepMAC). */
+  async previousAttrs(publicIp: IpAddr): Promise<LeaseAttrs | undefined> {
+    const node = await this.#core.readNode({ name: await this.#ownName() });
+    const a = node.metadata?.annotations ?? {};
+    const data = a[this.#names.backendData];
+    return data && data !== 'null' ? { publicIp, backendData: data } : undefined;
   }
 
   async verifyLease(): Promise<boolean> {
