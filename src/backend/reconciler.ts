@@ -55,11 +55,6 @@ export interface ReconcilerOptions {
   readonly concurrency?: number;
 }
 
-export interface ReconcilerStats {
-  fullReconciles: number;
-  repairs: number;
-  refused: number;
-}
 
 const routeKey = (r: RouteSpec): string => formatCidr(r.dst);
 const neighKey = (n: NeighbourSpec): string => `${n.index} ${formatIp(n.ip)}`;
@@ -85,7 +80,6 @@ export class Reconciler {
   readonly #concurrency: number;
   readonly #peers = new Map<string, { lease: Lease; program: PeerProgram }>();
   readonly #refusedSeen = new Map<string, string>();
-  readonly stats: ReconcilerStats = { fullReconciles: 0, repairs: 0, refused: 0 };
   #synced = false;
   /** Event application and full reconciles never interleave. */
   #busy: Promise<unknown> = Promise.resolve();
@@ -105,15 +99,7 @@ export class Reconciler {
     this.#concurrency = options.concurrency ?? 32;
   }
 
-  /** Number of peers programmed. */
-  get size(): number {
-    return this.#peers.size;
-  }
 
-  /** True once the first batch of leases has been programmed. */
-  get synced(): boolean {
-    return this.#synced;
-  }
 
   async run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
     let dirty = false;
@@ -227,7 +213,6 @@ export class Reconciler {
   }
 
   async #reconcile(signal: AbortSignal): Promise<void> {
-    this.stats.fullReconciles++;
     try {
       if (this.#scope.repairDevice && (await this.#scope.repairDevice(signal))) {
         // Programs name the device by index, which a recreated device no longer has.
@@ -296,7 +281,6 @@ export class Reconciler {
         }
       }
       if (repairs > 0) {
-        this.stats.repairs += repairs;
         this.#log.info({ entries: repairs }, 'kernel state brought in line with the leases');
       }
     } catch (err) {
@@ -316,7 +300,6 @@ export class Reconciler {
     if ('refused' in result) {
       if (this.#refusedSeen.get(key) !== result.refused) {
         this.#refusedSeen.set(key, result.refused);
-        this.stats.refused++;
         this.#log.warn({ subnet: formatSubnetPair(lease.subnet), publicIp: formatIp(lease.attrs.publicIp) }, `refusing lease: ${result.refused}`);
       }
       return undefined;

@@ -4,9 +4,9 @@
  */
 import { type JsonObject, describe, isJsonObject, member } from '../json/go-json.js';
 import { CniCodes, CniError } from './cni-error.js';
+import { defaultSubnetFile } from '../subnet/subnet-env.js';
 
 export const supportedVersions = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
-export const defaultSubnetFile = '/run/flannel/subnet.env';
 export const defaultDataDir = '/var/lib/cni/flannel';
 
 export interface FlannelNetConf {

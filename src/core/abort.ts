@@ -17,9 +17,6 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-export function throwIfAborted(signal: AbortSignal): void {
-  if (signal.aborted) throw abortReason(signal);
-}
 
 /** The signal's reason as an Error, so `catch` sites can test `err.name === 'AbortError'`. */
 export function abortReason(signal: AbortSignal | undefined): Error {

@@ -4,7 +4,7 @@ import { Backoff } from './backoff.js';
 import { AsyncQueue } from './async-queue.js';
 import { delay } from './abort.js';
 import { createLogger } from './log.js';
-import { ErrorCodes, WeftError, isRetriable } from './errors.js';
+import { ErrorCodes, WeftError } from './errors.js';
 
 test('backoff doubles up to its cap, jittered between half and all of it', () => {
   const hi = new Backoff({ initialMs: 100, maxMs: 1000, random: () => 1 });
@@ -48,8 +48,3 @@ test('logger writes one JSON line per call with bindings, errors and levels', ()
   assert.equal(rec['msg'], 'careful');
 });
 
-test('retriability is a property of the code', () => {
-  assert.ok(isRetriable(new WeftError(ErrorCodes.UNAVAILABLE, 'x')));
-  assert.ok(!isRetriable(new WeftError(ErrorCodes.CONFIG, 'x')));
-  assert.ok(!isRetriable(new Error('x')));
-});

@@ -29,13 +29,6 @@ export const ErrorCodes = {
 
 export type WeftErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
-/** Codes worth retrying after a delay: the registry may answer differently next time. */
-const retriable: ReadonlySet<WeftErrorCode> = new Set<WeftErrorCode>([
-  ErrorCodes.UNAVAILABLE,
-  ErrorCodes.ETCD,
-  ErrorCodes.COMPACTED,
-  ErrorCodes.CONFIG_NOT_FOUND,
-]);
 
 export class WeftError extends Error {
   readonly code: WeftErrorCode;
@@ -51,9 +44,6 @@ export function isWeftError(err: unknown, code?: WeftErrorCode): err is WeftErro
   return err instanceof WeftError && (code === undefined || err.code === code);
 }
 
-export function isRetriable(err: unknown): boolean {
-  return err instanceof WeftError && retriable.has(err.code);
-}
 
 export function isAbortError(err: unknown): boolean {
   return err instanceof Error && (err.name === 'AbortError' || err.name === 'TimeoutError');

@@ -42,7 +42,6 @@ export class Iptables {
   #sets: readonly RuleSet[] = [];
   /** What iptables-save showed for each chain right after it was installed. */
   readonly #installed = new Map<string, string>();
-  repairs = 0;
 
   constructor(options: IptablesOptions) {
     this.#exec = options.exec ?? execCommand;
@@ -69,7 +68,6 @@ export class Iptables {
           const state = readChain(await this.#save(set.table), set);
           if (!state.chainExists || state.jumps !== 1 || state.rules.join('\n') !== this.#installed.get(set.chain)) {
             this.#log.warn({ table: set.table, chain: set.chain }, 'iptables rules changed behind our back; re-applying');
-            this.repairs++;
             await this.#install(set);
           }
         } catch (err) {

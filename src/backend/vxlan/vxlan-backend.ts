@@ -192,7 +192,7 @@ function randomMac(): string {
 }
 
 /** The peer's VtepMAC from its BackendData, normalised, or undefined when absent or invalid. */
-export function vtepMac(backendData: string | undefined): string | undefined {
+function vtepMac(backendData: string | undefined): string | undefined {
   if (!backendData) return undefined;
   let data: unknown;
   try {

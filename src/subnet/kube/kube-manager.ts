@@ -72,9 +72,6 @@ export class KubeManager implements SubnetManager {
     this.#nodeName = options.nodeName;
   }
 
-  get lease(): Lease | undefined {
-    return this.#lease;
-  }
 
   async getNetworkConfig(): Promise<NetworkConfig> {
     const config = parseNetworkConfig(this.#options.netConf, 'kube');
