@@ -17,9 +17,6 @@ export class LeaseTracker<L extends Lease = Lease> {
     return this.#known.size;
   }
 
-  leases(): IterableIterator<L> {
-    return this.#known.values();
-  }
 
   get(subnet: SubnetPair): L | undefined {
     return this.#known.get(formatSubnetKey(subnet));
