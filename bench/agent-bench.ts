@@ -31,9 +31,19 @@ function leaseKey(i: number): string {
   return `/coreos.com/network/subnets/${v >>> 24}.${(v >> 16) & 255}.${(v >> 8) & 255}.${v & 255}-26`;
 }
 
-async function rssMb(pid: number): Promise<number> {
+interface Memory {
+  /** Resident set, of which anonymous (heap, stacks) and file-backed (mostly the node binary's pages). */
+  rss: number;
+  anon: number;
+  file: number;
+  /** Peak resident set so far. */
+  peak: number;
+}
+
+async function memory(pid: number): Promise<Memory> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+  const mb = (field: string): number => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0) / 1024;
+  return { rss: mb('VmRSS'), anon: mb('RssAnon'), file: mb('RssFile'), peak: mb('VmHWM') };
 }
 
 function logTime(log: string, msg: string): number | undefined {
@@ -57,60 +67,98 @@ async function populate(cluster: Cluster, count: number): Promise<void> {
   await nsExec(cluster.sw, process.execPath, ['--input-type=module', '-e', script], { input: JSON.stringify(entries) });
 }
 
-async function convergence(): Promise<void> {
-  const peers = 1000;
-  const rows: Array<{ total: number; programming: number; rss: number }> = [];
-  const latencies: { add: number[]; del: number[] } = { add: [], del: [] };
-  for (let run = 0; run < runs; run++) {
-    const cluster = await Cluster.create({ nodes: 1, config: '{"Network":"198.18.0.0/15","SubnetLen":26,"Backend":{"Type":"vxlan"}}' });
-    try {
-      await populate(cluster, peers);
-      const node = cluster.nodes[0]!;
-      const t0 = Date.now();
-      const agent = cluster.startAgent(node);
-      await waitUntil('all peers programmed', () => node.log.includes('"msg":"initial peers programmed"'), 120_000);
-      const done = logTime(node.log, 'initial peers programmed')!;
-      const acquired = logTime(node.log, 'lease acquired')!;
-      const synced = node.log.split('\n').find((l) => l.includes('"msg":"initial peers programmed"'))!;
-      if ((JSON.parse(synced) as { peers: number }).peers !== peers || node.log.includes('"level":"error"')) throw new Error(`agent did not program ${peers} peers:\n${node.log.slice(-2000)}`);
-      if (process.env['BENCH_VERBOSE']) process.stderr.write(node.log.split('\n').filter((l) => l.includes('initial peers')).join('\n') + '\n');
-      const routes = (await nsExec(node.ns, 'ip', ['route', 'show', 'dev', 'flannel.1'])).trim().split('\n').length;
-      if (routes !== peers) throw new Error(`expected ${peers} routes, found ${routes}`);
-      if (process.env['BENCH_VERBOSE']) {
-        await new Promise((r) => setTimeout(r, 3000));
-        process.stderr.write((await readFile(`/proc/${agent.pid}/smaps_rollup`, 'utf8')) + '\n');
-        const smaps = await readFile(`/proc/${agent.pid}/smaps`, 'utf8');
-        const regions: Array<[number, string]> = [];
-        let head = '';
-        for (const line of smaps.split('\n')) {
-          if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) head = line;
-          const m = /^Rss:\s+(\d+) kB/.exec(line);
-          if (m && Number(m[1]) > 1024) regions.push([Number(m[1]), head]);
-        }
-        regions.sort((a, b) => b[0] - a[0]);
-        process.stderr.write(regions.slice(0, 15).map(([kb, h]) => `${(kb / 1024).toFixed(1)} MB  ${h}`).join('\n') + '\n');
-      }
-      await new Promise((r) => setTimeout(r, 1000));
-      rows.push({ total: done - t0, programming: done - acquired, rss: await rssMb(agent.pid!) });
+/**
+ * Node flags to compare with the shipped ones (bin/weft), given in BENCH_PROFILES as
+ * `name=flags;name=flags`; the shipped flags always come first.
+ */
+function profiles(): Array<{ name: string; env: NodeJS.ProcessEnv }> {
+  const extra = (process.env['BENCH_PROFILES'] ?? '').split(';').filter(Boolean).map((p) => {
+    const at = p.indexOf('=');
+    return { name: p.slice(0, at), env: { WEFT_NODE_FLAGS: p.slice(at + 1) } };
+  });
+  return [{ name: 'as shipped', env: {} }, ...extra];
+}
+
+interface ConvergenceRow {
+  total: number;
+  programming: number;
+  /** 1 s after the peers are programmed, and 10 s after (V8's idle-time memory reducer has run by then). */
+  early: Memory;
+  settled: Memory;
+}
+
+async function convergenceRun(env: NodeJS.ProcessEnv, peers: number, latencies?: { add: number[]; del: number[] }): Promise<ConvergenceRow> {
+  const cluster = await Cluster.create({ nodes: 1, config: '{"Network":"198.18.0.0/15","SubnetLen":26,"Backend":{"Type":"vxlan"}}' });
+  try {
+    await populate(cluster, peers);
+    const node = cluster.nodes[0]!;
+    const t0 = Date.now();
+    const agent = cluster.startAgent(node, [], env);
+    await waitUntil('all peers programmed', () => node.log.includes('"msg":"initial peers programmed"'), 120_000);
+    const done = logTime(node.log, 'initial peers programmed')!;
+    const acquired = logTime(node.log, 'lease acquired')!;
+    const synced = node.log.split('\n').find((l) => l.includes('"msg":"initial peers programmed"'))!;
+    if ((JSON.parse(synced) as { peers: number }).peers !== peers || node.log.includes('"level":"error"')) throw new Error(`agent did not program ${peers} peers:\n${node.log.slice(-2000)}`);
+    const routes = (await nsExec(node.ns, 'ip', ['route', 'show', 'dev', 'flannel.1'])).trim().split('\n').length;
+    if (routes !== peers) throw new Error(`expected ${peers} routes, found ${routes}`);
+    const sleepUntil = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, done + ms - Date.now())));
+    await sleepUntil(1000);
+    const early = await memory(agent.pid!);
+    await sleepUntil(10_000);
+    const settled = await memory(agent.pid!);
+    if (process.env['BENCH_VERBOSE']) process.stderr.write(`${node.log}\n${await largestRegions(agent.pid!)}\n`);
+    if (latencies) {
       await eventLatency(cluster, node, peers, latencies).catch((err: unknown) => {
         process.stderr.write(`agent log:\n${node.log.split('\n').slice(-40).join('\n')}\n`);
         throw err;
       });
-    } finally {
-      await cluster.destroy();
     }
+    // A clean stop lets --cpu-prof and friends (WEFT_NODE_FLAGS) write their files.
+    if (process.env['BENCH_VERBOSE']) await cluster.stopAgent(node, 'SIGTERM');
+    return { total: done - t0, programming: done - acquired, early, settled };
+  } finally {
+    await cluster.destroy();
   }
+}
+
+/** The process's largest mappings by resident size, for BENCH_VERBOSE. */
+async function largestRegions(pid: number): Promise<string> {
+  const smaps = await readFile(`/proc/${pid}/smaps`, 'utf8');
+  const regions: Array<[number, string]> = [];
+  let head = '';
+  for (const line of smaps.split('\n')) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) head = line;
+    const m = /^Rss:\s+(\d+) kB/.exec(line);
+    if (m && Number(m[1]) > 1024) regions.push([Number(m[1]), head]);
+  }
+  regions.sort((a, b) => b[0] - a[0]);
+  return regions.slice(0, 15).map(([kb, h]) => `${(kb / 1024).toFixed(1)} MB  ${h}`).join('\n');
+}
+
+async function convergence(): Promise<void> {
+  const peers = 1000;
+  const latencies: { add: number[]; del: number[] } = { add: [], del: [] };
+  const results: Array<{ name: string; flags: string; rows: ConvergenceRow[] }> = [];
+  for (const profile of profiles()) {
+    const rows: ConvergenceRow[] = [];
+    for (let run = 0; run < runs; run++) rows.push(await convergenceRun(profile.env, peers, results.length === 0 ? latencies : undefined));
+    results.push({ name: profile.name, flags: profile.env['WEFT_NODE_FLAGS'] ?? '', rows });
+  }
+  const med = (rows: ConvergenceRow[], f: (r: ConvergenceRow) => number, d = 0): string => fmt(median(rows.map(f)), d);
   say('### Agent convergence: 1000 peers already in etcd');
   say();
-  say(`One node namespace, a real etcd holding ${peers} vxlan leases, \`weft agent\` started; "programmed" is the agent's own log line after its first full reconcile (1000 ARP + 1000 FDB + 1000 route entries, checked with \`ip route\`). Medians of ${runs}.`);
+  say(`One node namespace, a real etcd holding ${peers} vxlan leases, \`weft agent\` started; "programmed" is the agent's own log line after its first full reconcile (1000 ARP + 1000 FDB + 1000 route entries, checked with \`ip route\`). Resident memory (VmRSS; in brackets its anonymous and file-backed parts) 1 s and 10 s after that line, and the peak (VmHWM). Medians of ${runs}.`);
   say();
-  say('| process start → all peers programmed (ms) | lease acquired → all peers programmed (ms) | agent RSS afterwards (MB) |');
-  say('|---|---|---|');
-  say(`| ${fmt(median(rows.map((r) => r.total)))} | ${fmt(median(rows.map((r) => r.programming)))} | ${fmt(median(rows.map((r) => r.rss)), 1)} |`);
+  say('| agent | process start → all peers programmed (ms) | lease acquired → all peers programmed (ms) | RSS after 1 s (MB) | RSS after 10 s (MB) [anon + file] | peak RSS (MB) |');
+  say('|---|---|---|---|---|---|');
+  for (const { name, flags, rows } of results) {
+    const label = flags ? `${name}: \`WEFT_NODE_FLAGS='${flags}'\`` : name;
+    say(`| ${label} | ${med(rows, (r) => r.total)} | ${med(rows, (r) => r.programming)} | ${med(rows, (r) => r.early.rss, 1)} | ${med(rows, (r) => r.settled.rss, 1)} [${med(rows, (r) => r.settled.anon, 1)} + ${med(rows, (r) => r.settled.file, 1)}] | ${med(rows, (r) => r.settled.peak, 1)} |`);
+  }
   say();
   say('### Event latency');
   say();
-  say(`With the 1000 peers programmed: one lease written to etcd, then deleted, by a process in the node's namespace, which times from its etcd write returning to the kernel's route notification (netlink, no polling). Medians of ${latencies.add.length} (runs × 5).`);
+  say(`With the 1000 peers programmed (agent as shipped): one lease written to etcd, then deleted, by a process in the node's namespace, which times from its etcd write returning to the kernel's route notification (netlink, no polling). Medians of ${latencies.add.length} (runs × 5).`);
   say();
   say('| lease added → route in kernel (ms) | lease removed → route gone (ms) |');
   say('|---|---|');

@@ -9,36 +9,31 @@
  * - A full reconcile lists the kernel's entries in the backend's scope and repairs both ways:
  *   missing or different entries are written, entries in scope that no lease asks for are
  *   removed. It runs after the first (complete) batch of leases, and whenever the kernel reports
- *   a change (netlink monitor, debounced): a hand-deleted route comes back within a fraction of a
- *   second, without polling. A slow periodic pass covers a monitor that overflowed.
+ *   a change that departs from the desired state (netlink monitor, debounced; the echo of our own
+ *   writes is not one): a hand-deleted route comes back within a fraction of a second, without
+ *   polling. A slow periodic pass covers a monitor that overflowed.
  * - Within a peer, entries are written neighbour, FDB, then route, as flannel does, so a route
  *   never points at a next hop the kernel cannot resolve yet.
  */
 import { delay } from '../core/abort.js';
 import { errorMessage } from '../core/errors.js';
+import { memoryFigures, releaseMemory } from '../core/memory.js';
 import type { Logger } from '../core/log.js';
-import { type Cidr, cidrEquals, containsCidr, formatCidr } from '../ip/cidr.js';
-import { type Family, type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
+import { type Cidr, cidrEquals, containsCidr } from '../ip/cidr.js';
+import { type Family, formatIp } from '../ip/ip.js';
 import { type Lease, type LeaseEvent, formatSubnetPair } from '../lease/lease.js';
 import { formatSubnetKey } from '../lease/subnet-key.js';
-import type { FdbInfo, FdbSpec, NeighbourInfo, NeighbourSpec, Netlink, NetlinkChange, RouteInfo, RouteSpec } from '../netlink/netlink.js';
-
-export interface PeerProgram {
-  readonly neighbours: readonly NeighbourSpec[];
-  readonly fdb: readonly FdbSpec[];
-  readonly routes: readonly RouteSpec[];
-}
+import type { FdbInfo, NeighbourInfo, Netlink, RouteInfo } from '../netlink/netlink.js';
+import {
+  type ChangeScope, DesiredState, type PeerProgram, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
+} from './desired-state.js';
 
 /** What a backend tells the reconciler. */
-export interface ReconcileScope {
+export interface ReconcileScope extends ChangeScope {
   /** The program for a peer, or a reason to refuse it (logged once), or null to ignore it quietly. */
   program(lease: Lease): PeerProgram | { refused: string } | null;
   /** Route families in play. */
   readonly families: readonly Family[];
-  /** Whether a kernel route is one this backend manages (so an unwanted one may be removed). */
-  ownsRoute(route: RouteInfo): boolean;
-  /** Device whose neighbours and FDB entries this backend manages entirely, if any. */
-  device(): number | undefined;
   /** Repairs the node's own device (recreate, address, up) if needed; true when it changed. */
   repairDevice?(signal: AbortSignal): Promise<boolean>;
 }
@@ -56,21 +51,6 @@ export interface ReconcilerOptions {
 }
 
 
-const routeKey = (r: RouteSpec): string => formatCidr(r.dst);
-const neighKey = (n: NeighbourSpec): string => `${n.index} ${formatIp(n.ip)}`;
-const fdbKey = (f: { index: number; mac: string }): string => `${f.index} ${f.mac}`;
-const sameIp = (a: IpAddr | undefined, b: IpAddr | undefined): boolean => (a && b ? ipEquals(a, b) : a === b);
-
-export function routeMatches(want: RouteSpec, have: RouteSpec): boolean {
-  return (
-    cidrEquals(want.dst, have.dst) &&
-    sameIp(want.gateway, have.gateway) &&
-    (want.index === undefined || want.index === have.index) &&
-    Boolean(want.onlink) === Boolean(have.onlink) &&
-    (want.type ?? 'unicast') === (have.type ?? 'unicast')
-  );
-}
-
 export class Reconciler {
   readonly #nl: Netlink;
   readonly #log: Logger;
@@ -79,6 +59,8 @@ export class Reconciler {
   readonly #periodMs: number;
   readonly #concurrency: number;
   readonly #peers = new Map<string, { lease: Lease; program: PeerProgram }>();
+  /** The entries of all programs in #peers. */
+  readonly #desired = new DesiredState();
   readonly #refusedSeen = new Map<string, string>();
   #synced = false;
   /** Event application and full reconciles never interleave. */
@@ -110,7 +92,10 @@ export class Reconciler {
     };
     const monitor = (async () => {
       try {
-        for await (const changes of this.#nl.subscribe(signal)) if (changes.some((c) => this.#relevant(c))) kick();
+        for await (const changes of this.#nl.subscribe(signal)) {
+          if (!this.#synced) continue; // the first reconcile lists everything anyway
+          if (changes.some((c) => this.#desired.departs(c, this.#scope))) kick();
+        }
       } catch (err) {
         if (!signal.aborted) this.#log.error({ err }, 'netlink monitor failed; relying on the periodic reconcile');
       }
@@ -151,17 +136,15 @@ export class Reconciler {
           for (const event of batch) {
             const key = formatSubnetKey(event.lease.subnet);
             const program = event.type === 'added' ? this.#program(key, event.lease) : undefined;
-            if (program) this.#peers.set(key, { lease: event.lease, program });
-            else this.#peers.delete(key);
+            if (program) this.#setPeer(key, event.lease, program);
+            else this.#deletePeer(key);
           }
           this.#synced = true;
           await this.reconcile(signal);
-          // The initial burst leaves garbage that V8 would keep resident for a long time; when the
-          // runtime allows it (bin/weft passes --expose-gc), collect now so the heap shrinks back.
-          (globalThis as { gc?: () => void }).gc?.();
-          const mem = process.memoryUsage();
-          const mb = (n: number): number => Math.round(n / 2 ** 18) / 4;
-          this.#log.info({ peers: this.#peers.size, rssMb: mb(mem.rss), heapUsedMb: mb(mem.heapUsed), heapTotalMb: mb(mem.heapTotal), externalMb: mb(mem.external) }, 'initial peers programmed');
+          this.#log.info({ peers: this.#peers.size }, 'initial peers programmed');
+          // The initial burst leaves garbage that would stay resident for a long time.
+          releaseMemory();
+          this.#log.info(memoryFigures(), 'memory released after the initial burst');
         }
       }
     } finally {
@@ -182,7 +165,7 @@ export class Reconciler {
       const old = this.#peers.get(key);
       if (event.type === 'removed') {
         if (old) {
-          this.#peers.delete(key);
+          this.#deletePeer(key);
           await this.#remove(old.program, old.lease);
           this.#log.info({ subnet: formatSubnetPair(old.lease.subnet) }, 'peer removed');
         }
@@ -191,13 +174,14 @@ export class Reconciler {
       const program = this.#program(key, event.lease);
       if (!program) {
         if (old) {
-          this.#peers.delete(key);
+          this.#deletePeer(key);
           await this.#remove(old.program, old.lease);
         }
         continue;
       }
-      if (old) await this.#remove(this.#difference(old.program, program), old.lease);
-      this.#peers.set(key, { lease: event.lease, program });
+      this.#setPeer(key, event.lease, program);
+      // Entries of the old program that the new one no longer wants.
+      if (old) await this.#remove(old.program, old.lease);
       toAdd.push({ key, lease: event.lease, program });
     }
     await this.#forEachLimited(toAdd, async ({ lease, program }) => {
@@ -216,29 +200,22 @@ export class Reconciler {
     try {
       if (this.#scope.repairDevice && (await this.#scope.repairDevice(signal))) {
         // Programs name the device by index, which a recreated device no longer has.
-        for (const [key, peer] of this.#peers) {
+        for (const [key, peer] of [...this.#peers]) {
           const program = this.#program(key, peer.lease);
-          if (program) this.#peers.set(key, { lease: peer.lease, program });
-          else this.#peers.delete(key);
+          if (program) this.#setPeer(key, peer.lease, program);
+          else this.#deletePeer(key);
         }
         this.#log.warn({ peers: this.#peers.size }, 'device repaired; re-programming every peer');
       }
       const device = this.#scope.device();
-      const wantNeigh = new Map<string, NeighbourSpec>();
-      const wantFdb = new Map<string, FdbSpec>();
-      const wantRoute = new Map<string, RouteSpec>();
-      for (const { program } of this.#peers.values()) {
-        for (const n of program.neighbours) wantNeigh.set(neighKey(n), n);
-        for (const f of program.fdb) wantFdb.set(fdbKey(f), f);
-        for (const r of program.routes) wantRoute.set(routeKey(r), r);
-      }
+      const { neighbours: wantNeigh, fdb: wantFdb, routes: wantRoute } = this.#desired;
       let repairs = 0;
       if (device !== undefined) {
         const haveNeigh = new Map<string, NeighbourInfo>();
         for (const family of this.#scope.families) for (const n of await this.#nl.neighbours(device, family)) haveNeigh.set(neighKey(n), n);
         const neighFixes = [...wantNeigh].filter(([key, want]) => {
           const have = haveNeigh.get(key);
-          return !have || have.mac !== want.mac || !have.permanent;
+          return !have || !neighbourMatches(want, have);
         });
         await this.#forEachLimited(neighFixes, async ([key, want]) => void (await this.#try(() => this.#nl.replaceNeighbour(want), 'neighbour', key)));
         repairs += neighFixes.length;
@@ -252,7 +229,7 @@ export class Reconciler {
         for (const f of await this.#nl.fdb(device)) if (f.dst && f.permanent) haveFdb.set(fdbKey(f), f);
         const fdbFixes = [...wantFdb].filter(([key, want]) => {
           const have = haveFdb.get(key);
-          return !have || !sameIp(have.dst, want.dst);
+          return !have || !fdbMatches(want, have);
         });
         await this.#forEachLimited(fdbFixes, async ([key, want]) => void (await this.#try(() => this.#nl.replaceFdb(want), 'fdb entry', key)));
         repairs += fdbFixes.length;
@@ -288,10 +265,17 @@ export class Reconciler {
     }
   }
 
-  #relevant(change: NetlinkChange): boolean {
-    // Any link, address or route change may concern us; neighbour changes only on our device.
-    if (change.kind !== 'neigh') return true;
-    return change.deleted && change.index === this.#scope.device();
+  #setPeer(key: string, lease: Lease, program: PeerProgram): void {
+    this.#deletePeer(key);
+    this.#peers.set(key, { lease, program });
+    this.#desired.add(program);
+  }
+
+  #deletePeer(key: string): void {
+    const old = this.#peers.get(key);
+    if (!old) return;
+    this.#peers.delete(key);
+    this.#desired.remove(old.program);
   }
 
   #program(key: string, lease: Lease): PeerProgram | undefined {
@@ -306,15 +290,6 @@ export class Reconciler {
     }
     this.#refusedSeen.delete(key);
     return result;
-  }
-
-  /** Entries of `old` that `next` does not also want. */
-  #difference(old: PeerProgram, next: PeerProgram): PeerProgram {
-    return {
-      neighbours: old.neighbours.filter((n) => !next.neighbours.some((m) => neighKey(m) === neighKey(n) && m.mac === n.mac)),
-      fdb: old.fdb.filter((f) => !next.fdb.some((g) => fdbKey(g) === fdbKey(f) && ipEquals(g.dst, f.dst))),
-      routes: old.routes.filter((r) => !next.routes.some((s) => routeMatches(s, r))),
-    };
   }
 
   async #write(p: PeerProgram, lease: Lease): Promise<void> {
@@ -332,16 +307,10 @@ export class Reconciler {
   async #remove(p: PeerProgram, lease: Lease): Promise<void> {
     const subnet = formatSubnetPair(lease.subnet);
     // Only what no remaining peer still wants (two leases may share a next hop).
-    const stillWanted = [...this.#peers.values()].map((x) => x.program);
-    for (const r of p.routes) {
-      if (!stillWanted.some((q) => q.routes.some((s) => routeKey(s) === routeKey(r)))) await this.#try(() => this.#nl.deleteRoute(r), 'route', subnet);
-    }
-    for (const f of p.fdb) {
-      if (!stillWanted.some((q) => q.fdb.some((g) => fdbKey(g) === fdbKey(f)))) await this.#try(() => this.#nl.deleteFdb(f), 'fdb entry', subnet);
-    }
-    for (const n of p.neighbours) {
-      if (!stillWanted.some((q) => q.neighbours.some((m) => neighKey(m) === neighKey(n)))) await this.#try(() => this.#nl.deleteNeighbour(n), 'neighbour', subnet);
-    }
+    const want = this.#desired;
+    for (const r of p.routes) if (!want.routes.has(routeKey(r))) await this.#try(() => this.#nl.deleteRoute(r), 'route', subnet);
+    for (const f of p.fdb) if (!want.fdb.has(fdbKey(f))) await this.#try(() => this.#nl.deleteFdb(f), 'fdb entry', subnet);
+    for (const n of p.neighbours) if (!want.neighbours.has(neighKey(n))) await this.#try(() => this.#nl.deleteNeighbour(n), 'neighbour', subnet);
   }
 
   async #try(op: () => Promise<void>, what: string, subject: string): Promise<boolean> {

@@ -3,7 +3,6 @@
  * process.exit, process.argv, process.env and signals.
  */
 import { readFile } from 'node:fs/promises';
-import { pathToFileURL } from 'node:url';
 import { errorMessage, isWeftError } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { parseNetworkConfig } from '../config/network-config.js';
@@ -124,7 +123,8 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+/** Runs the command line of this process: argv and env in, exit code out; SIGINT/SIGTERM stop it cleanly. */
+export async function runProcess(): Promise<void> {
   const ctl = new AbortController();
   // The first signal shuts down cleanly; a second one gets the default behaviour (exit at once).
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => ctl.abort());

@@ -1,4 +1,4 @@
-/** Entry of the CNI plugin process: environment and stdin in, CNI result or error out. */
+/** The CNI plugin process: environment and stdin in, CNI result or error out. */
 import { runCni } from './flannel-cni.js';
 
 async function readStdin(): Promise<string> {
@@ -7,8 +7,10 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-process.exitCode = await runCni(process.env, {
-  stdin: readStdin,
-  stdout: (t) => process.stdout.write(t),
-  stderr: (t) => process.stderr.write(t),
-});
+export async function runProcess(): Promise<void> {
+  process.exitCode = await runCni(process.env, {
+    stdin: readStdin,
+    stdout: (t) => process.stdout.write(t),
+    stderr: (t) => process.stderr.write(t),
+  });
+}

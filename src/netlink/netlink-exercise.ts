@@ -3,15 +3,25 @@
  * operation and prints what it observed as JSON. Not part of weft's runtime.
  */
 import { RtNetlink } from './rtnetlink.js';
-import { parseCidr } from '../ip/cidr.js';
+import { formatCidr, parseCidr } from '../ip/cidr.js';
+import type { NetlinkChange } from './netlink.js';
 import { parseIp, formatIp } from '../ip/ip.js';
+
+/** The entry a route, neighbour or FDB notification carries, in the form the test expects. */
+function describe(c: NetlinkChange): string[] {
+  const sign = c.deleted ? '-' : '+';
+  if (c.kind === 'route' && c.entry) return [`route${sign} ${formatCidr(c.entry.dst)} ${c.entry.gateway ? formatIp(c.entry.gateway) : '-'} ${c.entry.type ?? ''} table ${c.entry.table}`];
+  if (c.kind === 'neigh' && c.entry) return [`neigh${sign} ${formatIp(c.entry.ip)} ${c.entry.mac ?? '-'}`];
+  if (c.kind === 'fdb' && c.entry?.dst) return [`fdb${sign} ${c.entry.mac} ${formatIp(c.entry.dst)}`];
+  return [];
+}
 
 const nl = new RtNetlink();
 const out: Record<string, unknown> = {};
 const ctl = new AbortController();
 const changes: string[] = [];
 const watching = (async () => {
-  for await (const batch of nl.subscribe(ctl.signal)) for (const c of batch) changes.push(`${c.kind}${c.deleted ? '-' : '+'}`);
+  for await (const batch of nl.subscribe(ctl.signal)) for (const c of batch) changes.push(`${c.kind}${c.deleted ? '-' : '+'}`, ...describe(c));
 })();
 await new Promise((r) => setTimeout(r, 100));
 

@@ -66,6 +66,11 @@ export interface NeighbourInfo extends NeighbourSpec {
   readonly permanent: boolean;
 }
 
+/** A neighbour notification's entry: the kernel leaves out the MAC when it deletes one. */
+export interface NeighbourChange extends Omit<NeighbourInfo, 'mac'> {
+  readonly mac?: string;
+}
+
 export interface FdbSpec {
   readonly index: number;
   readonly mac: string;
@@ -80,11 +85,17 @@ export interface FdbInfo {
   readonly self: boolean;
 }
 
+/**
+ * One kernel notification. Routes, neighbours and FDB entries carry the entry, so a consumer can
+ * tell the echo of its own write from drift; `entry` is absent when the message did not parse,
+ * which still means that something changed.
+ */
 export type NetlinkChange =
   | { readonly kind: 'link'; readonly index: number; readonly deleted: boolean; readonly name?: string }
-  | { readonly kind: 'route'; readonly deleted: boolean; readonly dst?: Cidr }
-  | { readonly kind: 'neigh'; readonly index: number; readonly deleted: boolean; readonly bridge: boolean }
-  | { readonly kind: 'addr'; readonly index: number; readonly deleted: boolean };
+  | { readonly kind: 'addr'; readonly index: number; readonly deleted: boolean }
+  | { readonly kind: 'route'; readonly deleted: boolean; readonly entry?: RouteInfo }
+  | { readonly kind: 'neigh'; readonly index: number; readonly deleted: boolean; readonly entry?: NeighbourChange }
+  | { readonly kind: 'fdb'; readonly index: number; readonly deleted: boolean; readonly entry?: FdbInfo };
 
 /**
  * All methods act on the network namespace the process runs in. Mutations are idempotent where

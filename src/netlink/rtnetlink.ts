@@ -5,7 +5,8 @@
  * link-info.ts.
  */
 import { createRequire } from 'node:module';
-import type * as NetlinkPkg from 'netlink';
+import type * as RtSocketModule from 'netlink/dist/rt/rt.js';
+import type * as RtStructs from 'netlink/dist/rt/structs.js';
 import { AsyncQueue } from '../core/async-queue.js';
 import type { Cidr } from '../ip/cidr.js';
 import { type Family, type IpAddr } from '../ip/ip.js';
@@ -14,8 +15,18 @@ import type {
   AddressInfo, FdbInfo, FdbSpec, LinkInfo, Netlink, NetlinkChange, NeighbourInfo, NeighbourSpec, RouteInfo, RouteSpec, VxlanSpec,
 } from './netlink.js';
 
-// The package is CommonJS with a native addon; load it only when a Netlink is actually made.
-const load = (): typeof NetlinkPkg => createRequire(import.meta.url)('netlink') as typeof NetlinkPkg;
+/**
+ * The package is CommonJS with a native addon; load it only when a Netlink is actually made, and
+ * only its rtnetlink part: the package's index also loads its nl80211, genl and WireGuard codecs,
+ * 1.5 MB resident that the agent never uses.
+ */
+const load = (): { createRtNetlink: typeof RtSocketModule.createRtNetlink; rt: typeof RtStructs } => {
+  const require = createRequire(import.meta.url);
+  return {
+    createRtNetlink: (require('netlink/dist/rt/rt.js') as typeof RtSocketModule).createRtNetlink,
+    rt: require('netlink/dist/rt/structs.js') as typeof RtStructs,
+  };
+};
 
 const AF_INET = 2;
 const AF_INET6 = 10;
@@ -77,7 +88,7 @@ export class RtNetlink implements Netlink {
   readonly #dumpSock = this.#pkg.createRtNetlink();
   #dumps: Promise<unknown> = Promise.resolve();
 
-  #dump<T>(request: (sock: NetlinkPkg.RtNetlinkSocket) => Promise<T>): Promise<T> {
+  #dump<T>(request: (sock: RtSocketModule.RtNetlinkSocket) => Promise<T>): Promise<T> {
     const run = (): Promise<T> => request(this.#dumpSock);
     const result = this.#dumps.then(run, run);
     this.#dumps = result.catch(() => undefined);
@@ -194,10 +205,8 @@ export class RtNetlink implements Netlink {
     const msgs = await this.#dump((sock) => sock.getNeighbors({ family: af(family) }, undefined, { timeout }));
     const out: NeighbourInfo[] = [];
     for (const m of msgs) {
-      if (m.data.ifindex !== index) continue;
-      const ip = bytesIp(m.attrs.dst ?? Buffer.alloc(0));
-      const mac = formatMac(m.attrs.lladdr);
-      if (ip && mac) out.push({ index, ip, mac, permanent: m.data.state?.permanent === true });
+      const entry = m.data.ifindex === index ? this.#neighbour(m, index) : undefined;
+      if (entry) out.push(entry);
     }
     return out;
   }
@@ -222,11 +231,8 @@ export class RtNetlink implements Netlink {
     const msgs = await this.#dump((sock) => sock.getNeighbors({ family: AF_BRIDGE }, undefined, { timeout }));
     const out: FdbInfo[] = [];
     for (const m of msgs) {
-      if (m.data.ifindex !== index) continue;
-      const mac = formatMac(m.attrs.lladdr);
-      if (!mac) continue;
-      const dst = m.attrs.dst ? bytesIp(m.attrs.dst) : undefined;
-      out.push({ index, mac, ...(dst ? { dst } : {}), permanent: m.data.state?.permanent === true, self: m.data.flags?.self === true });
+      const entry = m.data.ifindex === index ? this.#fdbEntry(m, index) : undefined;
+      if (entry) out.push(entry);
     }
     return out;
   }
@@ -252,27 +258,11 @@ export class RtNetlink implements Netlink {
     for (const group of ['LINK', 'NEIGH', 'IPV4_IFADDR', 'IPV4_ROUTE', 'IPV6_IFADDR', 'IPV6_ROUTE'] as const) mon.addMembership(group);
     mon.socket.ref(true);
     const queue = new AsyncQueue<NetlinkChange[]>();
-    const rt = this.#pkg.rt;
     const onMessage = (msgs: Array<{ type: number; data: Buffer }>): void => {
       const changes: NetlinkChange[] = [];
       for (const { type, data } of msgs) {
-        try {
-          if (type === RTM.NEWLINK || type === RTM.DELLINK) {
-            const m = rt.parseLinkMessage(data);
-            changes.push({ kind: 'link', index: m.data.index ?? 0, deleted: type === RTM.DELLINK, ...(m.attrs.ifname ? { name: m.attrs.ifname } : {}) });
-          } else if (type === RTM.NEWADDR || type === RTM.DELADDR) {
-            const m = rt.parseAddressMessage(data);
-            changes.push({ kind: 'addr', index: m.data.index ?? 0, deleted: type === RTM.DELADDR });
-          } else if (type === RTM.NEWROUTE || type === RTM.DELROUTE) {
-            changes.push({ kind: 'route', deleted: type === RTM.DELROUTE });
-          } else if (type === RTM.NEWNEIGH || type === RTM.DELNEIGH) {
-            const m = rt.parseNeighborMessage(data);
-            changes.push({ kind: 'neigh', index: m.data.ifindex ?? 0, deleted: type === RTM.DELNEIGH, bridge: m.data.family === AF_BRIDGE });
-          }
-        } catch {
-          // An unparsable notification still means something changed.
-          changes.push({ kind: 'route', deleted: true });
-        }
+        const change = this.#change(type, data);
+        if (change) changes.push(change);
       }
       if (changes.length > 0) queue.push(changes);
     };
@@ -287,12 +277,53 @@ export class RtNetlink implements Netlink {
     }
   }
 
+  #change(type: number, data: Buffer): NetlinkChange | undefined {
+    const rt = this.#pkg.rt;
+    const deleted = type === RTM.DELLINK || type === RTM.DELADDR || type === RTM.DELROUTE || type === RTM.DELNEIGH;
+    try {
+      switch (type) {
+        case RTM.NEWLINK:
+        case RTM.DELLINK: {
+          const m = rt.parseLinkMessage(data);
+          return { kind: 'link', index: m.data.index ?? 0, deleted, ...(m.attrs.ifname ? { name: m.attrs.ifname } : {}) };
+        }
+        case RTM.NEWADDR:
+        case RTM.DELADDR:
+          return { kind: 'addr', index: rt.parseAddressMessage(data).data.index ?? 0, deleted };
+        case RTM.NEWROUTE:
+        case RTM.DELROUTE: {
+          const m = rt.parseRouteMessage(data);
+          const family = m.data.family === AF_INET6 ? 6 : 4;
+          const entry = this.#route(m, family);
+          return { kind: 'route', deleted, ...(entry ? { entry } : {}) };
+        }
+        case RTM.NEWNEIGH:
+        case RTM.DELNEIGH: {
+          const m = rt.parseNeighborMessage(data);
+          const index = m.data.ifindex ?? 0;
+          if (m.data.family === AF_BRIDGE) {
+            const entry = this.#fdbEntry(m, index);
+            return { kind: 'fdb', index, deleted, ...(entry ? { entry } : {}) };
+          }
+          const ip = bytesIp(m.attrs.dst ?? Buffer.alloc(0));
+          const mac = formatMac(m.attrs.lladdr);
+          const entry = ip ? { index, ip, ...(mac ? { mac } : {}), permanent: m.data.state?.permanent === true } : undefined;
+          return { kind: 'neigh', index, deleted, ...(entry ? { entry } : {}) };
+        }
+        default:
+          return undefined;
+      }
+    } catch {
+      return { kind: 'route', deleted: true };
+    }
+  }
+
   close(): void {
     this.#sock.socket.close();
     this.#dumpSock.socket.close();
   }
 
-  #link(m: NetlinkPkg.rt.LinkMessage): LinkInfo {
+  #link(m: RtStructs.LinkMessage): LinkInfo {
     const info = m.attrs.linkinfo ? decodeLinkInfo(m.attrs.linkinfo) : {};
     const mac = formatMac(m.attrs.address);
     return {
@@ -306,7 +337,20 @@ export class RtNetlink implements Netlink {
     };
   }
 
-  #route(m: NetlinkPkg.rt.RouteMessage, family: Family): RouteInfo | undefined {
+  #neighbour(m: RtStructs.NeighborMessage, index: number): NeighbourInfo | undefined {
+    const ip = bytesIp(m.attrs.dst ?? Buffer.alloc(0));
+    const mac = formatMac(m.attrs.lladdr);
+    return ip && mac ? { index, ip, mac, permanent: m.data.state?.permanent === true } : undefined;
+  }
+
+  #fdbEntry(m: RtStructs.NeighborMessage, index: number): FdbInfo | undefined {
+    const mac = formatMac(m.attrs.lladdr);
+    if (!mac) return undefined;
+    const dst = m.attrs.dst ? bytesIp(m.attrs.dst) : undefined;
+    return { index, mac, ...(dst ? { dst } : {}), permanent: m.data.state?.permanent === true, self: m.data.flags?.self === true };
+  }
+
+  #route(m: RtStructs.RouteMessage, family: Family): RouteInfo | undefined {
     const rt = this.#pkg.rt;
     const dstIp = m.attrs.dst ? bytesIp(m.attrs.dst) : { family, value: 0n };
     if (!dstIp) return undefined;
@@ -328,10 +372,10 @@ export class RtNetlink implements Netlink {
     };
   }
 
-  #routeRequest(route: RouteSpec): [NetlinkPkg.rt.Route, NetlinkPkg.rt.RouteAttrs] {
+  #routeRequest(route: RouteSpec): [RtStructs.Route, RtStructs.RouteAttrs] {
     const family = route.dst.ip.family;
     const blackhole = route.type === 'blackhole';
-    const data: NetlinkPkg.rt.Route = {
+    const data: RtStructs.Route = {
       family: af(family),
       dstLen: route.dst.prefix,
       table: RT_TABLE_MAIN,
@@ -340,7 +384,7 @@ export class RtNetlink implements Netlink {
       type: blackhole ? 6 : 1,
       ...(route.onlink ? { flags: { __unknown: RTNH_F_ONLINK } } : {}),
     };
-    const attrs: NetlinkPkg.rt.RouteAttrs = {
+    const attrs: RtStructs.RouteAttrs = {
       dst: ipBytes(route.dst.ip),
       ...(route.gateway ? { gateway: ipBytes(route.gateway) } : {}),
       ...(route.index !== undefined ? { oif: route.index } : {}),

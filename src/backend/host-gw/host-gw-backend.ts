@@ -9,7 +9,8 @@ import { formatIp, ipEquals } from '../../ip/ip.js';
 import type { Lease, LeaseEvent } from '../../lease/lease.js';
 import type { BackendFactory, Network } from '../backend.js';
 import { ipv4PeerProblem } from '../peer-checks.js';
-import { type PeerProgram, Reconciler, inClusterScope } from '../reconciler.js';
+import type { PeerProgram } from '../desired-state.js';
+import { Reconciler, inClusterScope } from '../reconciler.js';
 
 export const hostGwBackend: BackendFactory = {
   async create(config, deps) {

@@ -16,7 +16,8 @@ import type { Lease, LeaseAttrs, LeaseEvent } from '../../lease/lease.js';
 import type { LinkInfo, VxlanSpec } from '../../netlink/netlink.js';
 import type { BackendDeps, BackendFactory, Network } from '../backend.js';
 import { ipv4PeerProblem } from '../peer-checks.js';
-import { type PeerProgram, Reconciler, inClusterScope } from '../reconciler.js';
+import type { PeerProgram } from '../desired-state.js';
+import { Reconciler, inClusterScope } from '../reconciler.js';
 import { type VxlanConfig, parseVxlanConfig } from './vxlan-config.js';
 
 const overhead = 50;

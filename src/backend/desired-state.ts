@@ -1,0 +1,144 @@
+/**
+ * The kernel entries that the accepted peers ask for, indexed the way the reconciler compares them
+ * with the kernel: neighbours by device and IP, FDB entries by device and MAC, routes by
+ * destination. Pure: no I/O.
+ */
+import { cidrEquals, formatCidr } from '../ip/cidr.js';
+import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
+import type { FdbInfo, FdbSpec, NeighbourChange, NeighbourSpec, NetlinkChange, RouteInfo, RouteSpec } from '../netlink/netlink.js';
+
+export interface PeerProgram {
+  readonly neighbours: readonly NeighbourSpec[];
+  readonly fdb: readonly FdbSpec[];
+  readonly routes: readonly RouteSpec[];
+}
+
+export const routeKey = (r: RouteSpec): string => formatCidr(r.dst);
+export const neighKey = (n: { index: number; ip: IpAddr }): string => `${n.index} ${formatIp(n.ip)}`;
+export const fdbKey = (f: { index: number; mac: string }): string => `${f.index} ${f.mac}`;
+const sameIp = (a: IpAddr | undefined, b: IpAddr | undefined): boolean => (a && b ? ipEquals(a, b) : a === b);
+const RT_TABLE_MAIN = 254;
+
+export function routeMatches(want: RouteSpec, have: RouteSpec): boolean {
+  return (
+    cidrEquals(want.dst, have.dst) &&
+    sameIp(want.gateway, have.gateway) &&
+    (want.index === undefined || want.index === have.index) &&
+    Boolean(want.onlink) === Boolean(have.onlink) &&
+    (want.type ?? 'unicast') === (have.type ?? 'unicast')
+  );
+}
+
+export const neighbourMatches = (want: NeighbourSpec, have: NeighbourChange): boolean => have.mac === want.mac && have.permanent;
+export const fdbMatches = (want: FdbSpec, have: FdbInfo): boolean => sameIp(have.dst, want.dst);
+
+/** What the reconciler needs to know about the backend to judge a notification. */
+export interface ChangeScope {
+  /** Whether a kernel route is one this backend manages. */
+  ownsRoute(route: RouteInfo): boolean;
+  /** Device whose neighbours and FDB entries this backend manages entirely, if any. */
+  device(): number | undefined;
+}
+
+/**
+ * Entries by key. Two peers may want an entry under one key (two leases with one VtepMAC): the
+ * one added last counts, and removing it brings back the other.
+ */
+export class EntryIndex<T> {
+  readonly #byKey = new Map<string, T[]>();
+  readonly #key: (entry: T) => string;
+
+  constructor(key: (entry: T) => string) {
+    this.#key = key;
+  }
+
+  get size(): number {
+    return this.#byKey.size;
+  }
+
+  get(key: string): T | undefined {
+    return this.#byKey.get(key)?.at(-1);
+  }
+
+  has(key: string): boolean {
+    return this.#byKey.has(key);
+  }
+
+  *[Symbol.iterator](): IterableIterator<[string, T]> {
+    for (const [key, list] of this.#byKey) yield [key, list[list.length - 1]!];
+  }
+
+  add(entry: T): void {
+    const key = this.#key(entry);
+    const list = this.#byKey.get(key);
+    if (list) list.push(entry);
+    else this.#byKey.set(key, [entry]);
+  }
+
+  /** Removes this very entry (by identity). */
+  remove(entry: T): void {
+    const key = this.#key(entry);
+    const list = this.#byKey.get(key);
+    const at = list?.lastIndexOf(entry) ?? -1;
+    if (!list || at < 0) return;
+    list.splice(at, 1);
+    if (list.length === 0) this.#byKey.delete(key);
+  }
+}
+
+/** The union of the programs of all accepted peers, kept up to date as peers come and go. */
+export class DesiredState {
+  readonly neighbours = new EntryIndex<NeighbourSpec>(neighKey);
+  readonly fdb = new EntryIndex<FdbSpec>(fdbKey);
+  readonly routes = new EntryIndex<RouteSpec>(routeKey);
+
+  add(program: PeerProgram): void {
+    for (const n of program.neighbours) this.neighbours.add(n);
+    for (const f of program.fdb) this.fdb.add(f);
+    for (const r of program.routes) this.routes.add(r);
+  }
+
+  remove(program: PeerProgram): void {
+    for (const n of program.neighbours) this.neighbours.remove(n);
+    for (const f of program.fdb) this.fdb.remove(f);
+    for (const r of program.routes) this.routes.remove(r);
+  }
+
+  /**
+   * Whether a kernel notification may leave the kernel different from this state. The echo of
+   * the reconciler's own writes is not: without this test, programming 1000 peers would be
+   * followed by a second full pass over 3000 entries that changes nothing.
+   */
+  departs(change: NetlinkChange, scope: ChangeScope): boolean {
+    switch (change.kind) {
+      case 'link':
+      case 'addr':
+        // Rare, and a link going down removes routes without telling anyone.
+        return true;
+      case 'route': {
+        const have = change.entry;
+        if (!have) return true;
+        if (have.table !== RT_TABLE_MAIN) return false;
+        const want = this.routes.get(routeKey(have));
+        if (change.deleted) return want !== undefined && routeMatches(want, have);
+        return want ? !routeMatches(want, have) : scope.ownsRoute(have);
+      }
+      case 'neigh': {
+        if (change.index !== scope.device()) return false;
+        const have = change.entry;
+        if (!have) return true;
+        const want = this.neighbours.get(neighKey(have));
+        if (change.deleted) return want !== undefined;
+        return want ? !neighbourMatches(want, have) : have.permanent;
+      }
+      case 'fdb': {
+        if (change.index !== scope.device()) return false;
+        const have = change.entry;
+        if (!have) return true;
+        const want = this.fdb.get(fdbKey(have));
+        if (change.deleted) return want !== undefined && fdbMatches(want, have);
+        return want ? !fdbMatches(want, have) : have.permanent && have.dst !== undefined;
+      }
+    }
+  }
+}
