@@ -69,10 +69,10 @@ async function populate(cluster: Cluster, count: number): Promise<void> {
 
 /**
  * Node flags to compare with the shipped ones (bin/weft), given in BENCH_PROFILES as
- * `name=flags;name=flags`; the shipped flags always come first.
+ * `name=flags;name=flags` (added after bin/weft's own); the shipped flags always come first.
  */
 function profiles(): Array<{ name: string; env: NodeJS.ProcessEnv }> {
-  const extra = (process.env['BENCH_PROFILES'] ?? '').split(';').filter(Boolean).map((p) => {
+  const extra = (process.env['BENCH_PROFILES'] ?? 'with V8\'s optimizing compilers=--maglev --turbofan').split(';').filter(Boolean).map((p) => {
     const at = p.indexOf('=');
     return { name: p.slice(0, at), env: { WEFT_NODE_FLAGS: p.slice(at + 1) } };
   });

@@ -146,6 +146,20 @@ test('vxlan: a deleted or mismatching device is recreated and every peer program
   await assertFullMesh(cluster);
 });
 
+test('vxlan: a peer whose VtepMAC changes moves its neighbour and FDB entry at once, and the old FDB entry goes', { skip, timeout: 180_000 }, async (t) => {
+  const cluster = await startCluster(t, { backend: 'vxlan', config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}' }, 1);
+  const n1 = cluster.nodes[0]!;
+  const key = '/coreos.com/network/subnets/198.18.210.0-24';
+  const value = (mac: string): string => `{"PublicIP":"203.0.113.97","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac}"}}`;
+  await cluster.etcd('put', key, value('0e:00:00:00:00:a1'));
+  await wait('the peer is programmed', async () => (await fdb(n1)).includes('0e:00:00:00:00:a1 203.0.113.97'));
+  await cluster.etcd('put', key, value('0e:00:00:00:00:a2'));
+  await wait('the new MAC is programmed', async () => (await neighbours(n1)).includes('198.18.210.0 0e:00:00:00:00:a2'));
+  // The old FDB entry goes with the event, not with the next periodic pass (60 s away).
+  await wait('only the new FDB entry', async () => (await fdb(n1)).join() === '0e:00:00:00:00:a2 203.0.113.97');
+  assert.deepEqual(await neighbours(n1), ['198.18.210.0 0e:00:00:00:00:a2']);
+});
+
 test('vxlan with DirectRouting uses a plain route to a peer on the same subnet', { skip, timeout: 180_000 }, async (t) => {
   const cluster = await startCluster(t, { backend: 'vxlan', config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","DirectRouting":true}}' }, 2);
   const [n1, n2] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]];
