@@ -12,7 +12,7 @@ import type { Cidr } from '../ip/cidr.js';
 import { type Family, type IpAddr } from '../ip/ip.js';
 import { bytesIp, decodeLinkInfo, encodeVxlanLinkInfo, ipBytes } from './link-info.js';
 import type {
-  AddressInfo, FdbInfo, FdbSpec, LinkInfo, Netlink, NetlinkChange, NeighbourInfo, NeighbourSpec, RouteInfo, RouteSpec, VxlanSpec,
+  AddressInfo, FdbInfo, FdbSpec, LinkInfo, Netlink, NetlinkChange, NeighbourChange, NeighbourInfo, NeighbourSpec, RouteInfo, RouteSpec, VxlanSpec,
 } from './netlink.js';
 
 /**
@@ -206,7 +206,7 @@ export class RtNetlink implements Netlink {
     const out: NeighbourInfo[] = [];
     for (const m of msgs) {
       const entry = m.data.ifindex === index ? this.#neighbour(m, index) : undefined;
-      if (entry) out.push(entry);
+      if (entry?.mac) out.push({ ...entry, mac: entry.mac });
     }
     return out;
   }
@@ -305,9 +305,7 @@ export class RtNetlink implements Netlink {
             const entry = this.#fdbEntry(m, index);
             return { kind: 'fdb', index, deleted, ...(entry ? { entry } : {}) };
           }
-          const ip = bytesIp(m.attrs.dst ?? Buffer.alloc(0));
-          const mac = formatMac(m.attrs.lladdr);
-          const entry = ip ? { index, ip, ...(mac ? { mac } : {}), permanent: m.data.state?.permanent === true } : undefined;
+          const entry = this.#neighbour(m, index);
           return { kind: 'neigh', index, deleted, ...(entry ? { entry } : {}) };
         }
         default:
@@ -337,10 +335,11 @@ export class RtNetlink implements Netlink {
     };
   }
 
-  #neighbour(m: RtStructs.NeighborMessage, index: number): NeighbourInfo | undefined {
+  /** Without a MAC when the kernel leaves it out (deletions do). */
+  #neighbour(m: RtStructs.NeighborMessage, index: number): NeighbourChange | undefined {
     const ip = bytesIp(m.attrs.dst ?? Buffer.alloc(0));
     const mac = formatMac(m.attrs.lladdr);
-    return ip && mac ? { index, ip, mac, permanent: m.data.state?.permanent === true } : undefined;
+    return ip ? { index, ip, ...(mac ? { mac } : {}), permanent: m.data.state?.permanent === true } : undefined;
   }
 
   #fdbEntry(m: RtStructs.NeighborMessage, index: number): FdbInfo | undefined {
