@@ -10,9 +10,20 @@ interface GcOptions {
   flavor: 'regular' | 'last-resort';
 }
 
+let lastRelease = -Infinity;
+
 /** Collects as V8 does under memory pressure, when the runtime exposes gc(); else does nothing. */
 export function releaseMemory(): void {
+  lastRelease = performance.now();
   (globalThis as { gc?: (options: GcOptions) => void }).gc?.({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+}
+
+/**
+ * releaseMemory for work that recurs (a periodic pass over the kernel, repairs of a flapping
+ * link): at most once per `intervalMs`, as each collection costs a few tens of milliseconds.
+ */
+export function releaseMemoryAtMostEvery(intervalMs: number): void {
+  if (performance.now() - lastRelease >= intervalMs) releaseMemory();
 }
 
 /** Resident and heap sizes in MB (quarter-MB steps), for log lines. */

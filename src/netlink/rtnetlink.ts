@@ -91,7 +91,8 @@ export class RtNetlink implements Netlink {
   #dump<T>(request: (sock: RtSocketModule.RtNetlinkSocket) => Promise<T>): Promise<T> {
     const run = (): Promise<T> => request(this.#dumpSock);
     const result = this.#dumps.then(run, run);
-    this.#dumps = result.catch(() => undefined);
+    // Only the order is kept, not the last dump's messages (1000 routes are a megabyte).
+    this.#dumps = result.then(() => undefined, () => undefined);
     return result;
   }
 
