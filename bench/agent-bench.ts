@@ -117,6 +117,7 @@ async function convergenceRun(env: NodeJS.ProcessEnv, peers: number, latencies?:
       await sleepUntil(t * 1000);
       windowMax = Math.max(windowMax, (await memory(agent.pid!)).rss);
     }
+    const { peak } = await memory(agent.pid!);
     if (process.env['BENCH_VERBOSE']) process.stderr.write(`${node.log}\n${await largestRegions(agent.pid!)}\n`);
     if (latencies) {
       await eventLatency(cluster, node, peers, latencies).catch((err: unknown) => {
@@ -126,7 +127,7 @@ async function convergenceRun(env: NodeJS.ProcessEnv, peers: number, latencies?:
     }
     // A clean stop lets --cpu-prof and friends (WEFT_NODE_FLAGS) write their files.
     if (process.env['BENCH_VERBOSE']) await cluster.stopAgent(node, 'SIGTERM');
-    return { total: done - t0, programming: done - acquired, early, settled: { ...settled, peak: (await memory(agent.pid!)).peak }, windowMax };
+    return { total: done - t0, programming: done - acquired, early, settled: { ...settled, peak }, windowMax };
   } finally {
     await cluster.destroy();
   }
