@@ -153,11 +153,14 @@ test('vxlan: a peer whose VtepMAC changes moves its neighbour and FDB entry at o
   const value = (mac: string): string => `{"PublicIP":"203.0.113.97","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac}"}}`;
   await cluster.etcd('put', key, value('0e:00:00:00:00:a1'));
   await wait('the peer is programmed', async () => (await fdb(n1)).includes('0e:00:00:00:00:a1 203.0.113.97'));
+  const repairs = (): number => n1.log.split('kernel state brought in line').length;
+  const repairsBefore = repairs();
   await cluster.etcd('put', key, value('0e:00:00:00:00:a2'));
   await wait('the new MAC is programmed', async () => (await neighbours(n1)).includes('198.18.210.0 0e:00:00:00:00:a2'));
-  // The old FDB entry goes with the event, not with the next periodic pass (60 s away).
   await wait('only the new FDB entry', async () => (await fdb(n1)).join() === '0e:00:00:00:00:a2 203.0.113.97');
   assert.deepEqual(await neighbours(n1), ['198.18.210.0 0e:00:00:00:00:a2']);
+  // The event itself removed the old entry: no full pass had to repair anything.
+  assert.equal(repairs(), repairsBefore);
 });
 
 test('vxlan with DirectRouting uses a plain route to a peer on the same subnet', { skip, timeout: 180_000 }, async (t) => {
