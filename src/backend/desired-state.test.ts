@@ -7,8 +7,10 @@ import { type ChangeScope, DesiredState, EntryIndex, type PeerProgram, fdbKey } 
 
 const device = 7;
 const network = parseCidr('198.18.0.0/16');
+const external = 2;
 const scope: ChangeScope = {
   device: () => device,
+  links: () => [device, external],
   ownsRoute: (r) => r.index === device && network.prefix <= r.dst.prefix && (r.dst.ip.value >> 16n) === (network.ip.value >> 16n),
 };
 
@@ -25,7 +27,7 @@ const kernelRoute = (n: number, over: Partial<RouteInfo> = {}): RouteInfo => ({
   dst: parseCidr(`198.18.${n}.0/24`), gateway: parseIp(`198.18.${n}.0`), index: device, onlink: true, type: 'unicast', table: 254, protocol: 3, scope: 0, ...over,
 });
 
-test('the echo of our own writes is not drift; deletions and different entries are', () => {
+test('the echo of our own writes is not drift, nor are pods coming and going; deletions, different entries and our links changing are', () => {
   const want = new DesiredState();
   want.add(peer(1));
   const cases: Array<[string, NetlinkChange, boolean]> = [
@@ -47,8 +49,11 @@ test('the echo of our own writes is not drift; deletions and different entries a
     ['our fdb entry deleted', { kind: 'fdb', index: device, deleted: true, entry: { index: device, mac: '0e:00:00:00:00:01', dst: parseIp('203.0.113.1'), permanent: true, self: true } }, true],
     ['our fdb entry pointing elsewhere', { kind: 'fdb', index: device, deleted: false, entry: { index: device, mac: '0e:00:00:00:00:01', dst: parseIp('203.0.113.99'), permanent: true, self: true } }, true],
     ['the device MAC entry without a destination', { kind: 'fdb', index: device, deleted: false, entry: { index: device, mac: '0e:aa:00:00:00:00', permanent: true, self: true } }, false],
-    ['a link change', { kind: 'link', index: 3, deleted: false }, true],
-    ['an address change', { kind: 'addr', index: 3, deleted: true }, true],
+    ['our device deleted', { kind: 'link', index: device, deleted: true }, true],
+    ['the external interface changed (down, say)', { kind: 'link', index: external, deleted: false }, true],
+    ['an address of the external interface removed', { kind: 'addr', index: external, deleted: true }, true],
+    ['a pod veth added', { kind: 'link', index: 40, deleted: false }, false],
+    ['an address on a pod veth', { kind: 'addr', index: 40, deleted: false }, false],
   ];
   for (const [what, change, departs] of cases) assert.equal(want.departs(change, scope), departs, what);
 });

@@ -38,6 +38,11 @@ export interface ChangeScope {
   ownsRoute(route: RouteInfo): boolean;
   /** Device whose neighbours and FDB entries this backend manages entirely, if any. */
   device(): number | undefined;
+  /**
+   * Links whose changes can undo this backend's entries unannounced (a link that goes down takes
+   * its routes along without a route notification): its device and the external interface.
+   */
+  links(): readonly number[];
 }
 
 /**
@@ -113,8 +118,8 @@ export class DesiredState {
     switch (change.kind) {
       case 'link':
       case 'addr':
-        // Rare, and a link going down removes routes without telling anyone.
-        return true;
+        // Not every link: pods come and go on veth pairs all the time.
+        return scope.links().includes(change.index);
       case 'route': {
         const have = change.entry;
         if (!have) return true;

@@ -50,6 +50,7 @@ export const hostGwBackend: BackendFactory = {
             program,
             ownsRoute: (r) => inClusterScope(r.dst, network, own) && r.gateway !== undefined && r.index === ext.index,
             device: () => undefined,
+            links: () => [ext.index],
           },
         });
         await reconciler.run(events, signal);

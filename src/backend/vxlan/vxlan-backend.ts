@@ -104,6 +104,7 @@ class VxlanNetwork implements Network {
           inClusterScope(r.dst, this.#config.network, this.#own) &&
           (r.index === this.#link?.index || (this.#vx.directRouting && r.gateway !== undefined && r.index === this.#deps.extIface.index)),
         device: () => this.#link?.index,
+        links: () => (this.#link ? [this.#link.index, this.#deps.extIface.index] : [this.#deps.extIface.index]),
         repairDevice: () => this.#repair(),
       },
     });
