@@ -30,7 +30,7 @@ export function routeMatches(want: RouteSpec, have: RouteSpec): boolean {
 }
 
 export const neighbourMatches = (want: NeighbourSpec, have: NeighbourChange): boolean => have.mac === want.mac && have.permanent;
-export const fdbMatches = (want: FdbSpec, have: FdbInfo): boolean => sameIp(have.dst, want.dst);
+export const fdbMatches = (want: FdbSpec, have: Pick<FdbInfo, 'dst'>): boolean => sameIp(have.dst, want.dst);
 
 /** What the reconciler needs to know about the backend to judge a notification. */
 export interface ChangeScope {

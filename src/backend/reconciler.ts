@@ -27,9 +27,9 @@ import { type Cidr, cidrEquals, containsCidr } from '../ip/cidr.js';
 import { type Family, formatIp } from '../ip/ip.js';
 import { type Lease, type LeaseEvent, formatSubnetPair } from '../lease/lease.js';
 import { formatSubnetKey } from '../lease/subnet-key.js';
-import type { FdbInfo, NeighbourInfo, Netlink, RouteInfo } from '../netlink/netlink.js';
+import type { FdbSpec, NeighbourInfo, Netlink, RouteInfo } from '../netlink/netlink.js';
 import {
-  type ChangeScope, DesiredState, type PeerProgram, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
+  type ChangeScope, DesiredState, type EntryIndex, type PeerProgram, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
 } from './desired-state.js';
 
 /** What a backend tells the reconciler. */
@@ -212,61 +212,54 @@ export class Reconciler {
         this.#log.warn({ peers: this.#peers.size }, 'device repaired; re-programming every peer');
       }
       const device = this.#scope.device();
-      const { neighbours: wantNeigh, fdb: wantFdb, routes: wantRoute } = this.#desired;
+      const want = this.#desired;
       let repairs = 0;
       if (device !== undefined) {
         const haveNeigh = new Map<string, NeighbourInfo>();
-        for (const family of this.#scope.families) for (const n of await this.#nl.neighbours(device, family)) haveNeigh.set(neighKey(n), n);
-        const neighFixes = [...wantNeigh].filter(([key, want]) => {
-          const have = haveNeigh.get(key);
-          return !have || !neighbourMatches(want, have);
-        });
-        for (const [key, want] of neighFixes) await this.#try(() => this.#nl.replaceNeighbour(want), 'neighbour', key);
-        repairs += neighFixes.length;
-        for (const [key, have] of haveNeigh) {
-          if (!wantNeigh.has(key) && have.permanent) {
-            await this.#try(() => this.#nl.deleteNeighbour(have), 'stale neighbour', key);
-            repairs++;
-          }
-        }
-        const haveFdb = new Map<string, FdbInfo>();
-        for (const f of await this.#nl.fdb(device)) if (f.dst && f.permanent) haveFdb.set(fdbKey(f), f);
-        const fdbFixes = [...wantFdb].filter(([key, want]) => {
-          const have = haveFdb.get(key);
-          return !have || !fdbMatches(want, have);
-        });
-        for (const [key, want] of fdbFixes) await this.#try(() => this.#nl.replaceFdb(want), 'fdb entry', key);
-        repairs += fdbFixes.length;
-        for (const [key, have] of haveFdb) {
-          const dst = have.dst;
-          if (!wantFdb.has(key) && dst) {
-            await this.#try(() => this.#nl.deleteFdb({ index: have.index, mac: have.mac, dst }), 'stale fdb entry', key);
-            repairs++;
-          }
-        }
+        for (const family of this.#scope.families) for (const n of await this.#nl.neighbours(device, family)) if (n.permanent) haveNeigh.set(neighKey(n), n);
+        repairs += await this.#converge('neighbour', want.neighbours, haveNeigh, neighbourMatches, (n) => this.#nl.replaceNeighbour(n), (n) => this.#nl.deleteNeighbour(n));
+        const haveFdb = new Map<string, FdbSpec>();
+        for (const f of await this.#nl.fdb(device)) if (f.dst && f.permanent) haveFdb.set(fdbKey(f), { index: f.index, mac: f.mac, dst: f.dst });
+        repairs += await this.#converge('fdb entry', want.fdb, haveFdb, fdbMatches, (f) => this.#nl.replaceFdb(f), (f) => this.#nl.deleteFdb(f));
       }
       const haveRoutes = new Map<string, RouteInfo>();
       for (const family of this.#scope.families) {
         for (const r of await this.#nl.routes(family)) if (this.#scope.ownsRoute(r)) haveRoutes.set(routeKey(r), r);
       }
-      const routeFixes = [...wantRoute].filter(([key, want]) => {
-        const have = haveRoutes.get(key);
-        return !have || !routeMatches(want, have);
-      });
-      for (const [key, want] of routeFixes) await this.#try(() => this.#nl.replaceRoute(want), 'route', key);
-      repairs += routeFixes.length;
-      for (const [key, have] of haveRoutes) {
-        if (!wantRoute.has(key)) {
-          await this.#try(() => this.#nl.deleteRoute(have), 'stale route', key);
-          repairs++;
-        }
-      }
+      repairs += await this.#converge('route', want.routes, haveRoutes, routeMatches, (r) => this.#nl.replaceRoute(r), (r) => this.#nl.deleteRoute(r));
       if (repairs > 0) {
         this.#log.info({ entries: repairs }, 'kernel state brought in line with the leases');
       }
     } catch (err) {
       if (!signal.aborted) this.#log.error({ err }, 'reconcile failed; will retry on the next change');
     }
+  }
+
+  /**
+   * Makes one kind of kernel entry (`have`: those in scope) equal to `want`: writes what is
+   * missing or different, removes what no peer wants. Returns the number of changes.
+   */
+  async #converge<W, H>(
+    what: string,
+    want: EntryIndex<W>,
+    have: ReadonlyMap<string, H>,
+    matches: (want: W, have: H) => boolean,
+    replace: (entry: W) => Promise<void>,
+    remove: (entry: H) => Promise<void>,
+  ): Promise<number> {
+    let changes = 0;
+    for (const [key, entry] of want) {
+      const current = have.get(key);
+      if (current && matches(entry, current)) continue;
+      await this.#try(() => replace(entry), what, key);
+      changes++;
+    }
+    for (const [key, entry] of have) {
+      if (want.has(key)) continue;
+      await this.#try(() => remove(entry), `stale ${what}`, key);
+      changes++;
+    }
+    return changes;
   }
 
   #setPeer(key: string, lease: Lease, program: PeerProgram): void {
