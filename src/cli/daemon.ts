@@ -16,14 +16,12 @@ import { type Lease, formatSubnetPair } from '../lease/lease.js';
 import type { Network } from '../backend/backend.js';
 import { backendFactory } from '../backend/registry.js';
 import { RtNetlink } from '../netlink/rtnetlink.js';
-import { LocalManager } from '../subnet/local-manager.js';
 import { readSubnetEnv, writeSubnetEnv } from '../subnet/subnet-env.js';
 import { Iptables } from '../traffic/iptables.js';
 import { type RuleSet, forwardRuleSet, masqRuleSet } from '../traffic/rules.js';
 import { startHealthServer } from '../health/health-server.js';
 import { type FlagValues, parseFlags, usage } from './flags.js';
 import { agentFlags } from './options.js';
-import { connectEtcd } from './etcd-connect.js';
 import { selectExternalInterface } from './external-iface.js';
 import { version } from './version.js';
 import type { Io } from './io.js';
@@ -95,9 +93,10 @@ class Agent {
     const inner = new AbortController();
     const scope = AbortSignal.any([signal, inner.signal]);
     const tasks: Array<Promise<unknown>> = [];
-    const { manager, close, networkUp } = await this.#subnetManager();
+    const { manager, close, networkUp, background } = await this.#subnetManager(scope);
     const nl = new RtNetlink();
     try {
+      if (background) tasks.push(background);
       if (flags['healthz-port'] > 0) {
         const health = await startHealthServer(
           { host: flags['healthz-ip'], port: flags['healthz-port'], log: log.child({ component: 'health' }), state: () => this.#health() },
@@ -151,7 +150,7 @@ class Agent {
       );
       tasks.push(guard(this.#checkHealth(manager, scope), 'health check'));
       await notifyReady(this.#env, log);
-      if (networkUp) await networkUp().catch((err: unknown) => log.error({ err }, 'could not set the NetworkUnavailable condition'));
+      if (networkUp) tasks.push(guard(networkUp(scope), 'NetworkUnavailable update'));
       // A loop may have failed already, and an aborted signal fires no more 'abort' events.
       if (!scope.aborted) await new Promise<void>((resolve) => scope.addEventListener('abort', () => resolve(), { once: true }));
     } finally {
@@ -165,32 +164,51 @@ class Agent {
     return 0;
   }
 
-  /** etcd (default) or, with --kube-subnet-mgr, the Kubernetes API, loaded only when used. */
-  async #subnetManager(): Promise<{ manager: SubnetManager; close: () => void; networkUp?: () => Promise<void> }> {
+  /**
+   * etcd (default) or, with --kube-subnet-mgr, the Kubernetes API; each loaded only when used.
+   * `background` is the kube manager's Node informer, started at once so that its list runs while
+   * the agent looks for its interface.
+   */
+  async #subnetManager(scope: AbortSignal): Promise<{ manager: SubnetManager; close: () => void; networkUp?: (signal: AbortSignal) => Promise<void>; background?: Promise<void> }> {
     const flags = this.#flags;
     const log = this.#log.child({ component: 'subnet' });
     if (flags['kube-subnet-mgr']) {
-      const { KubeManager } = await import('../subnet/kube/kube-manager.js');
+      const [{ KubeManager }, { KubeClient }, { loadKubeAccess }] = await Promise.all([
+        import('../subnet/kube/kube-manager.js'),
+        import('../subnet/kube/kube-client.js'),
+        import('../subnet/kube/kube-access.js'),
+      ]);
       const netConf = await readFile(flags['net-config-path'], 'utf8').catch((err: unknown) => {
         throw new WeftError(ErrorCodes.CONFIG, `cannot read --net-config-path ${flags['net-config-path']}: ${errorMessage(err)}`, { cause: err });
       });
       const env = this.#env;
+      const access = await loadKubeAccess({
+        ...(flags['kubeconfig-file'] ? { kubeconfigFile: flags['kubeconfig-file'] } : {}),
+        ...(flags['kube-api-url'] ? { apiUrl: flags['kube-api-url'] } : {}),
+        ...(env['KUBERNETES_SERVICE_HOST'] ? { serviceHost: env['KUBERNETES_SERVICE_HOST'] } : {}),
+        ...(env['KUBERNETES_SERVICE_PORT'] ? { servicePort: env['KUBERNETES_SERVICE_PORT'] } : {}),
+      });
+      log.info({ server: access.server.origin, from: access.source, auth: access.auth.kind }, 'using the Kubernetes API');
+      // An idle connection is PINGed once per health-check interval, so /healthz can vouch for the
+      // watch without asking the API server anything.
+      const client = new KubeClient({ access, log: this.#log.child({ component: 'kube' }), userAgent: `weft/${version} (linux/${process.arch}) kubernetes`, pingIntervalMs: this.#checkMs });
       const manager = new KubeManager({
+        client,
         netConf,
         annotationPrefix: flags['kube-annotation-prefix'],
         log,
-        ...(flags['kubeconfig-file'] ? { kubeconfigFile: flags['kubeconfig-file'] } : {}),
-        ...(flags['kube-api-url'] ? { apiUrl: flags['kube-api-url'] } : {}),
         ...(env['NODE_NAME'] ? { nodeName: env['NODE_NAME'] } : {}),
         ...(env['POD_NAME'] ? { podName: env['POD_NAME'] } : {}),
         ...(env['POD_NAMESPACE'] ? { podNamespace: env['POD_NAMESPACE'] } : {}),
       });
       return {
         manager,
-        close: () => undefined,
-        ...(flags['set-node-network-unavailable'] ? { networkUp: () => manager.networkUp() } : {}),
+        close: () => client.close(),
+        background: manager.run(scope),
+        ...(flags['set-node-network-unavailable'] ? { networkUp: (signal: AbortSignal) => manager.networkUp(signal) } : {}),
       };
     }
+    const [{ connectEtcd }, { LocalManager }] = await Promise.all([import('./etcd-connect.js'), import('../subnet/local-manager.js')]);
     const { gateway, registry } = await connectEtcd(flags, this.#log);
     const previous = await readSubnetEnv(flags['subnet-file']);
     for (const problem of previous.problems) this.#log.warn({ file: flags['subnet-file'] }, `subnet file: ${problem}`);
@@ -223,12 +241,13 @@ class Agent {
     this.#log.info({ file: this.#flags['subnet-file'], network: config.network ? formatCidr(config.network) : undefined }, 'subnet file written');
   }
 
-  /** Asks the registry every interval whether it still holds our lease. */
+  /** Every interval: does the registry still hold our lease, and when did it last say so? */
   async #checkHealth(manager: SubnetManager, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
-        this.#leaseOk = await manager.verifyLease(AbortSignal.any([signal, AbortSignal.timeout(this.#checkMs)]));
-        this.#lastContact = Date.now();
+        const check = await manager.checkLease(AbortSignal.any([signal, AbortSignal.timeout(this.#checkMs)]));
+        this.#leaseOk = check.held;
+        this.#lastContact = check.confirmedAt;
         this.#lastProblem = this.#leaseOk ? '' : 'the registry does not hold this node\'s lease';
       } catch (err) {
         if (signal.aborted) return;

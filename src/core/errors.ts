@@ -9,9 +9,12 @@
  * | WEFT_ERR_OUT_OF_SUBNETS     | no free subnet between SubnetMin and SubnetMax                  |
  * | WEFT_ERR_SUBNET_TAKEN       | an atomic create lost: the key exists already                   |
  * | WEFT_ERR_LEASE_CHANGED      | a guarded update lost: the key changed or vanished meanwhile    |
- * | WEFT_ERR_COMPACTED          | a watch asked for a revision etcd has compacted away            |
+ * | WEFT_ERR_COMPACTED          | a watch or list asked for a revision the registry no longer has |
+ * |                             | (etcd compaction; Kubernetes 410 Gone / Expired)                |
  * | WEFT_ERR_ETCD               | etcd answered with an error                                     |
- * | WEFT_ERR_UNAVAILABLE        | no etcd endpoint could be reached                               |
+ * | WEFT_ERR_KUBE_API           | the Kubernetes API answered with an error status                |
+ * | WEFT_ERR_PROTOCOL           | a registry's answer is malformed or over its size limit         |
+ * | WEFT_ERR_UNAVAILABLE        | the registry could not be reached, or its answer broke off      |
  * | WEFT_ERR_MAX_RETRIES        | lease acquisition kept losing races                             |
  */
 export const ErrorCodes = {
@@ -23,6 +26,8 @@ export const ErrorCodes = {
   LEASE_CHANGED: 'WEFT_ERR_LEASE_CHANGED',
   COMPACTED: 'WEFT_ERR_COMPACTED',
   ETCD: 'WEFT_ERR_ETCD',
+  KUBE_API: 'WEFT_ERR_KUBE_API',
+  PROTOCOL: 'WEFT_ERR_PROTOCOL',
   UNAVAILABLE: 'WEFT_ERR_UNAVAILABLE',
   MAX_RETRIES: 'WEFT_ERR_MAX_RETRIES',
 } as const;

@@ -20,7 +20,7 @@ import { formatSubnetKey } from '../lease/subnet-key.js';
 import { allocateSubnet, isCompatible } from './allocator.js';
 import { type LeaseWatchEvent, watchLeaseSet } from './lease-watch.js';
 import type { Registry, StoredLease } from './registry.js';
-import type { SubnetManager } from './subnet-manager.js';
+import type { LeaseCheck, SubnetManager } from './subnet-manager.js';
 
 export const defaultLeaseTtlSeconds = 24 * 60 * 60;
 export const defaultRenewMarginMs = 60 * 60 * 1000;
@@ -162,12 +162,12 @@ export class LocalManager implements SubnetManager {
    * Asks the registry whether it still holds this node's lease as written: true or false, or a
    * rejection when the registry cannot be reached. For the health endpoint.
    */
-  async verifyLease(signal: AbortSignal): Promise<boolean> {
+  async checkLease(signal: AbortSignal): Promise<LeaseCheck> {
     const own = this.#own;
-    if (!own || !this.#attrs) return false;
+    if (!own || !this.#attrs) return { held: false, confirmedAt: Date.now() };
     const snap = await this.#registry.getLeases({ subnet: own.subnet, signal });
     const stored = snap.leases[0];
-    return stored !== undefined && leaseAttrsEqual(stored.attrs, this.#attrs);
+    return { held: stored !== undefined && leaseAttrsEqual(stored.attrs, this.#attrs), confirmedAt: Date.now() };
   }
 
   async previousAttrs(publicIp: IpAddr, signal: AbortSignal): Promise<LeaseAttrs | undefined> {

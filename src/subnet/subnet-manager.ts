@@ -5,6 +5,12 @@ import type { NetworkConfig } from '../config/network-config.js';
 import type { IpAddr } from '../ip/ip.js';
 import type { Lease, LeaseAttrs, LeaseEvent } from '../lease/lease.js';
 
+export interface LeaseCheck {
+  readonly held: boolean;
+  /** When the registry last confirmed `held` (ms since the epoch). */
+  readonly confirmedAt: number;
+}
+
 export interface SubnetManager {
   /**
    * The network config, validated. Waits (retrying each second, as flanneld) while the registry
@@ -29,10 +35,11 @@ export interface SubnetManager {
   watchLeases(signal: AbortSignal): AsyncIterable<LeaseEvent[]>;
 
   /**
-   * Asks the registry whether it still holds this node's lease as published: true or false, or
-   * a rejection when the registry cannot be reached. For the health endpoint.
+   * Whether the registry holds this node's lease as published, and when it last confirmed that:
+   * for the health endpoint. etcd mode asks etcd; kube mode answers from its Node informer, whose
+   * watch is confirmation enough. Rejects when the registry cannot be reached.
    */
-  verifyLease(signal: AbortSignal): Promise<boolean>;
+  checkLease(signal: AbortSignal): Promise<LeaseCheck>;
 
   /**
    * What this node published before (found by its public IP in etcd, or on its Node), so that a

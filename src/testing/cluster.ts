@@ -11,13 +11,13 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { delay } from '../core/abort.js';
 import { createNetns, deleteNetns, ipJson, nsExec, nsName, sh, spawnInNetns, stopProcess, sweepStaleNamespaces } from './netns.js';
 import { parseSubnetEnv } from '../subnet/subnet-env.js';
+import { NamespacedApiServer } from './namespaced-apiserver.js';
 
 const weftBin = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
 const adminScript = fileURLToPath(new URL('./etcd-admin.js', import.meta.url));
@@ -57,14 +57,19 @@ export interface ClusterOptions {
   /** Where the cluster's files go; default a new temporary directory. */
   readonly dir?: string;
   /**
-   * Kubernetes mode: an in-test API server runs in the switch namespace instead of etcd, and
-   * agents run with --kube-subnet-mgr; nodes get their podCIDR from `podCidr(n)` (or later).
+   * Kubernetes mode: an in-test API server (TLS, token file; see namespaced-apiserver.ts) runs in
+   * the switch namespace instead of etcd, and agents run with --kube-subnet-mgr; nodes get their
+   * podCIDR from `podCidr(n)` (or later).
    */
-  readonly kube?: { readonly podCidr?: (n: number) => string | undefined };
+  readonly kube?: {
+    readonly podCidr?: (n: number) => string | undefined;
+    readonly bookmarkMs?: number;
+    readonly pageCap?: number;
+    readonly kubeconfigJson?: boolean;
+  };
 }
 
 const kubePort = 6443;
-const kubeToken = 'weft-e2e-token';
 
 export class Cluster {
   readonly dir: string;
@@ -78,8 +83,8 @@ export class Cluster {
   readonly #detached: boolean;
   readonly #kube: ClusterOptions['kube'];
   readonly #config: string;
-  #api: ChildProcess | undefined;
-  #apiReplies: AsyncIterator<string> | undefined;
+  /** The in-test API server, in kube mode. */
+  api: NamespacedApiServer | undefined;
 
   private constructor(dir: string, options: ClusterOptions) {
     this.dir = dir;
@@ -93,7 +98,7 @@ export class Cluster {
 
   /** Every namespace and process of the cluster, so that another process can remove them. */
   get inventory(): { namespaces: string[]; pids: number[]; dir: string } {
-    const pids = [this.#etcd?.pid, ...this.nodes.map((n) => n.agent?.pid)].filter((p): p is number => p !== undefined);
+    const pids = [this.#etcd?.pid, this.api?.pid, ...this.nodes.map((n) => n.agent?.pid)].filter((p): p is number => p !== undefined);
     return { namespaces: [...this.#namespaces], pids, dir: this.dir };
   }
 
@@ -118,9 +123,19 @@ export class Cluster {
     await nsExec(this.sw, 'ip', ['link', 'set', 'br0', 'up']);
     for (let i = 1; i <= options.nodes; i++) await this.addNode();
     if (this.#kube) {
-      await this.#startApiServer();
+      const k = this.#kube;
+      this.api = await NamespacedApiServer.start({
+        ns: this.sw,
+        dir: this.dir,
+        host: switchIp,
+        port: kubePort,
+        ...(k.bookmarkMs ? { bookmarkMs: k.bookmarkMs } : {}),
+        ...(k.pageCap ? { pageCap: k.pageCap } : {}),
+        ...(k.kubeconfigJson ? { kubeconfigJson: true } : {}),
+      });
+      await writeFile(join(this.dir, 'net-conf.json'), this.#config);
       for (const [i, node] of this.nodes.entries()) {
-        const cidr = this.#kube.podCidr?.(i + 1);
+        const cidr = k.podCidr?.(i + 1);
         await this.kubeCommand({ op: 'create', name: node.name, spec: cidr ? { podCIDR: cidr, podCIDRs: [cidr] } : {} });
       }
       return;
@@ -129,35 +144,10 @@ export class Cluster {
     await this.etcd('put', '/coreos.com/network/config', options.config);
   }
 
-  async #startApiServer(): Promise<void> {
-    const script = fileURLToPath(new URL('./kube-apiserver-main.js', import.meta.url));
-    const api = spawn('ip', ['netns', 'exec', this.sw, process.execPath, script, switchIp, String(kubePort), kubeToken], { stdio: ['pipe', 'pipe', 'inherit'] });
-    this.#api = api;
-    this.#apiReplies = createInterface({ input: api.stdout! })[Symbol.asyncIterator]();
-    const first = await this.#apiReplies.next();
-    if (first.value !== 'ready') throw new Error(`API server did not start: ${String(first.value)}`);
-    await writeFile(
-      join(this.dir, 'kubeconfig'),
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        // Plain HTTP inside the test bed; client-node accepts it only with TLS verification off.
-        clusters: [{ name: 'e2e', cluster: { server: `http://${switchIp}:${kubePort}`, 'insecure-skip-tls-verify': true } }],
-        users: [{ name: 'weft', user: { token: kubeToken } }],
-        contexts: [{ name: 'e2e', context: { cluster: 'e2e', user: 'weft' } }],
-        'current-context': 'e2e',
-      }),
-    );
-    await writeFile(join(this.dir, 'net-conf.json'), this.#config);
-  }
-
   /** Sends a command to the in-test API server (kube mode) and returns its answer. */
-  async kubeCommand(cmd: Record<string, unknown>): Promise<string> {
-    if (!this.#api || !this.#apiReplies) throw new Error('not a kube-mode cluster');
-    this.#api.stdin!.write(JSON.stringify(cmd) + '\n');
-    const reply = await this.#apiReplies.next();
-    if (reply.done || !String(reply.value).startsWith('ok')) throw new Error(`API server: ${String(reply.value)}`);
-    return String(reply.value).slice(3);
+  kubeCommand(cmd: Record<string, unknown>): Promise<string> {
+    if (!this.api) throw new Error('not a kube-mode cluster');
+    return this.api.command(cmd);
   }
 
   /** Adds a node namespace on the switch (no agent yet). */
@@ -232,7 +222,7 @@ export class Cluster {
   /** Starts `weft agent` in the node's namespace. */
   startAgent(node: ClusterNode, extra: readonly string[] = [], env: NodeJS.ProcessEnv = {}): ChildProcess {
     const registry = this.#kube
-      ? ['--kube-subnet-mgr', `--kubeconfig-file=${join(this.dir, 'kubeconfig')}`, `--net-config-path=${join(this.dir, 'net-conf.json')}`]
+      ? ['--kube-subnet-mgr', `--kubeconfig-file=${this.api?.kubeconfig ?? ''}`, `--net-config-path=${join(this.dir, 'net-conf.json')}`]
       : [`--etcd-endpoints=${this.endpoint}`];
     const args = ['agent', ...registry, `--subnet-file=${node.subnetFile}`, '--iface=eth0', '--iptables-resync=1', ...this.#agentFlags, ...extra];
     // Agents notify only the socket a test gives them, never a systemd the tests run under.
@@ -328,7 +318,7 @@ export class Cluster {
   async destroy(): Promise<void> {
     for (const node of this.nodes) await this.stopAgent(node, 'SIGKILL').catch(() => undefined);
     if (this.#etcd) await stopProcess(this.#etcd, 'SIGKILL').catch(() => undefined);
-    if (this.#api) await stopProcess(this.#api, 'SIGKILL').catch(() => undefined);
+    await this.api?.stop().catch(() => undefined);
     for (const ns of [...this.#namespaces].reverse()) await deleteNetns(ns);
     await rm(this.dir, { recursive: true, force: true });
   }

@@ -1,27 +1,99 @@
 /**
  * The in-test API server as a process, for end-to-end tests whose agents live in namespaces:
- *   node kube-apiserver-main.js <host> <port> <token>
- * Prints `ready` once listening, then takes one JSON command per stdin line and answers `ok`:
- *   {"op":"create","name":"n1","spec":{...},"annotations":{...}} | {"op":"podCIDR","name":"n1","cidr":"..."}
- *   {"op":"delete","name":"n1"} | {"op":"get","name":"n1"} (answers `ok <node JSON>`)
+ *   node kube-apiserver-main.js <config.json>
+ * config: {host, port, certFile, keyFile, clientCaFile?, users, stateFile?, bookmarkMs?, pageCap?}.
+ * Loads `stateFile` if it exists (a restart keeps nodes and resourceVersions, as etcd would) and
+ * saves it on SIGTERM. Prints `ready` once listening, then takes one JSON command per stdin line
+ * and answers `ok[ <JSON>]` or `error <message>`:
+ *   {"op":"create","name":"n1","spec":{...},"annotations":{...}}   {"op":"put","nodes":[...]}
+ *   {"op":"podCIDR","name":"n1","cidr":"..."}   {"op":"annotate","name":"n1","annotations":{"k":"v"|null}}
+ *   {"op":"delete","name":"n1"}   {"op":"get","name":"n1"}   {"op":"fault","fault":{...}}
+ *   {"op":"drop-watches"}   {"op":"compact"}   {"op":"users","users":[...]}   {"op":"requests"}
  */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { KubeApiServer } from './kube-apiserver.js';
+import { type ApiUser, type Fault, type KubeNode, KubeApiServer } from './kube-apiserver.js';
 
-const [host, port, token] = process.argv.slice(2);
-const server = new KubeApiServer({ token: token! });
-await server.listen(host, Number(port));
+interface Config {
+  host: string;
+  port: number;
+  certFile: string;
+  keyFile: string;
+  clientCaFile?: string;
+  users: ApiUser[];
+  stateFile?: string;
+  bookmarkMs?: number;
+  pageCap?: number;
+}
+
+interface Command {
+  op: string;
+  name?: string;
+  spec?: KubeNode['spec'];
+  annotations?: Record<string, string | null>;
+  cidr?: string;
+  nodes?: KubeNode[];
+  fault?: Fault;
+  users?: ApiUser[];
+}
+
+const config = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as Config;
+const state = config.stateFile && existsSync(config.stateFile) ? (JSON.parse(readFileSync(config.stateFile, 'utf8')) as { rv: number; nodes: KubeNode[] }) : undefined;
+const server = new KubeApiServer({
+  users: config.users,
+  tls: { cert: readFileSync(config.certFile, 'utf8'), key: readFileSync(config.keyFile, 'utf8'), ...(config.clientCaFile ? { clientCa: readFileSync(config.clientCaFile, 'utf8') } : {}) },
+  ...(config.bookmarkMs ? { bookmarkMs: config.bookmarkMs } : {}),
+  ...(config.pageCap ? { pageCap: config.pageCap } : {}),
+  ...(state ? { state } : {}),
+});
+await server.listen(config.host, config.port);
+process.once('SIGTERM', () => {
+  if (config.stateFile) writeFileSync(config.stateFile, JSON.stringify(server.store.toJSON()));
+  void server.close().then(() => process.exit(0));
+});
 process.stdout.write('ready\n');
+
+function run(cmd: Command): unknown {
+  const name = cmd.name ?? '';
+  switch (cmd.op) {
+    case 'create':
+      return void server.createNode(name, cmd.spec ?? {}, (cmd.annotations as Record<string, string> | undefined) ?? undefined);
+    case 'put':
+      return void server.putNodes(cmd.nodes ?? []);
+    case 'podCIDR':
+      return void server.updateNode(name, (n) => (n.spec = { podCIDR: cmd.cidr!, podCIDRs: [cmd.cidr!] }));
+    case 'annotate':
+      return void server.updateNode(name, (n) => {
+        const a = (n.metadata.annotations ??= {});
+        for (const [k, v] of Object.entries(cmd.annotations ?? {})) {
+          if (v === null) delete a[k];
+          else a[k] = v;
+        }
+      });
+    case 'delete':
+      return void server.deleteNode(name);
+    case 'get':
+      return server.getNode(name);
+    case 'fault':
+      return void server.inject(cmd.fault!);
+    case 'drop-watches':
+      return void server.dropWatches();
+    case 'compact':
+      return void server.compact();
+    case 'users':
+      return void server.setUsers(cmd.users ?? []);
+    case 'requests':
+      return { requests: server.requests, connections: server.connections, faultsFired: server.faultsFired };
+    default:
+      throw new Error(`unknown op ${cmd.op}`);
+  }
+}
+
 for await (const line of createInterface({ input: process.stdin })) {
-  const cmd = JSON.parse(line) as { op: string; name: string; spec?: Record<string, unknown>; annotations?: Record<string, string>; cidr?: string };
   try {
-    if (cmd.op === 'create') server.createNode(cmd.name, cmd.spec ?? {}, cmd.annotations);
-    else if (cmd.op === 'podCIDR') server.updateNode(cmd.name, (n) => (n.spec = { podCIDR: cmd.cidr!, podCIDRs: [cmd.cidr!] }));
-    else if (cmd.op === 'delete') server.deleteNode(cmd.name);
-    const reply = cmd.op === 'get' ? ` ${JSON.stringify(server.getNode(cmd.name))}` : '';
-    process.stdout.write(`ok${reply}\n`);
+    const result = run(JSON.parse(line) as Command);
+    process.stdout.write(`ok${result === undefined ? '' : ` ${JSON.stringify(result)}`}\n`);
   } catch (err) {
     process.stdout.write(`error ${(err as Error).message}\n`);
   }
 }
-await server.close();

@@ -1,68 +1,124 @@
-/** The in-test API server's own behaviour, checked through the real client library. */
+/**
+ * The in-test API server checked against a second real client: kubectl (client-go) from Debian's
+ * kubernetes-client, which `make setup` unpacks into .tools/. It pages lists, watches, patches,
+ * speaks HTTP/2 over TLS and authenticates with a client certificate or a token, as with a real
+ * kube-apiserver.
+ */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CoreV1Api, KubeConfig, PatchStrategy, Watch, setHeaderOptions } from '@kubernetes/client-node';
-import { KubeApiServer, mergePatch } from './kube-apiserver.js';
-import { waitUntil } from './wait.js';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { type KubeFixture, agentUser, startKubeFixture } from './kube-fixture.js';
+import { mergePatch } from './kube-apiserver.js';
 
-async function start(t: { after(fn: () => Promise<void>): void }, token = 'agent-token') {
-  const server = new KubeApiServer({ token: 'agent-token' });
-  const url = await server.listen();
-  t.after(() => server.close());
-  const kc = new KubeConfig();
-  kc.loadFromClusterAndUser({ name: 'test', server: url, skipTLSVerify: true }, { name: 'agent', token });
-  return { server, kc, core: kc.makeApiClient(CoreV1Api) };
+const kubectlBin = fileURLToPath(new URL('../../../.tools/kubernetes-client/usr/bin/kubectl', import.meta.url));
+
+type TestContext = { after(fn: () => Promise<void> | void): void };
+
+/** A kubeconfig for kubectl: the admin with the test CA's client certificate, or the agent's token. */
+async function kubectl(t: TestContext, f: KubeFixture, as: 'admin' | 'agent' | 'stranger') {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-kubectl-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const user =
+    as === 'admin'
+      ? { 'client-certificate': f.ca.clientCert, 'client-key': f.ca.clientKey }
+      : { token: as === 'agent' ? 'agent-token-1' : 'wrong' };
+  await writeFile(
+    join(dir, 'config'),
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'test', cluster: { server: f.url, 'certificate-authority': f.ca.caFile } }],
+      users: [{ name: as, user }],
+      contexts: [{ name: 'test', context: { cluster: 'test', user: as } }],
+      'current-context': 'test',
+    }),
+  );
+  const env = { ...process.env, KUBECONFIG: join(dir, 'config'), HOME: dir };
+  const args = (a: readonly string[]): string[] => ['--cache-dir', join(dir, 'cache'), '--request-timeout=10s', ...a];
+  return {
+    run(a: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+      return new Promise((resolve, reject) => {
+        const child = spawn(kubectlBin, args(a), { env });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+        child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+        child.once('error', reject);
+        child.once('exit', (code) => resolve({ code, stdout, stderr }));
+      });
+    },
+    spawn(a: readonly string[]) {
+      const child = spawn(kubectlBin, args(a), { env, stdio: ['ignore', 'pipe', 'inherit'] });
+      t.after(() => void child.kill('SIGKILL'));
+      return { child, lines: createInterface({ input: child.stdout })[Symbol.asyncIterator]() };
+    },
+  };
 }
 
-test('list, get, 404, and resourceVersions', async (t) => {
-  const { server, core } = await start(t);
-  server.createNode('n1', { podCIDR: '198.18.1.0/24' });
-  const list = await core.listNode();
-  assert.equal(list.items.length, 1);
-  assert.equal(list.metadata?.resourceVersion, String(server.resourceVersion));
-  assert.equal((await core.readNode({ name: 'n1' })).spec?.podCIDR, '198.18.1.0/24');
-  await assert.rejects(core.readNode({ name: 'nope' }), (err: { code?: number }) => err.code === 404);
+test('kubectl get nodes -o json follows continue pages; get node NAME; over HTTP/2 with a client certificate', async (t) => {
+  const f = await startKubeFixture(t, { pageCap: 2 });
+  for (let i = 1; i <= 5; i++) f.server.createNode(`n${i}`, { podCIDR: `198.18.${i}.0/24` });
+  const k = await kubectl(t, f, 'admin');
+  const list = await k.run(['get', 'nodes', '-o', 'json']);
+  assert.equal(list.code, 0, list.stderr);
+  const parsed = JSON.parse(list.stdout) as { items: Array<{ metadata: { name: string }; spec: { podCIDR: string } }> };
+  assert.deepEqual(parsed.items.map((n) => n.metadata.name), ['n1', 'n2', 'n3', 'n4', 'n5']);
+  const pages = f.server.requests.filter((r) => r.url.startsWith('/api/v1/nodes?'));
+  assert.equal(pages.length, 3, pages.map((p) => p.url).join(' '));
+  assert.ok(pages.slice(1).every((p) => p.url.includes('continue=')));
+  assert.ok(pages.every((p) => p.user === 'client' && p.httpVersion === '2.0'));
+  const one = await k.run(['get', 'node', 'n3', '-o', 'json']);
+  assert.equal((JSON.parse(one.stdout) as { spec: { podCIDR: string } }).spec.podCIDR, '198.18.3.0/24');
 });
 
-test('status patches: strategic merge (conditions by type), JSON merge, 415 for others, 403 for nodes, 401 without the token', async (t) => {
-  const { server, core, kc } = await start(t);
-  server.createNode('n1');
-  const sm = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
-  await core.patchNodeStatus({ name: 'n1', body: { metadata: { annotations: { a: '1' } }, status: { conditions: [{ type: 'Ready', status: 'True' }] } } }, sm);
-  await core.patchNodeStatus({ name: 'n1', body: { status: { conditions: [{ type: 'NetworkUnavailable', status: 'False' }] } } }, sm);
-  const node = server.getNode('n1');
-  assert.equal(node.metadata.annotations?.['a'], '1');
-  assert.deepEqual(node.status.conditions?.map((c) => c['type']), ['Ready', 'NetworkUnavailable']);
-  await core.patchNodeStatus({ name: 'n1', body: { metadata: { annotations: { a: null } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
-  assert.equal(server.getNode('n1').metadata.annotations?.['a'], undefined);
-  await assert.rejects(core.patchNodeStatus({ name: 'n1', body: [] }, setHeaderOptions('Content-Type', 'application/yaml')), (err: { code?: number }) => err.code === 415);
-  await assert.rejects(core.patchNode({ name: 'n1', body: { metadata: { labels: { x: 'y' } } } }, sm), (err: { code?: number }) => err.code === 403);
-  const stranger = new KubeConfig();
-  stranger.loadFromClusterAndUser({ name: 'test', server: kc.getCurrentCluster()!.server, skipTLSVerify: true }, { name: 'x', token: 'wrong' });
-  await assert.rejects(stranger.makeApiClient(CoreV1Api).listNode(), (err: { code?: number }) => err.code === 401);
-  assert.deepEqual(mergePatch({ l: [{ type: 'A', v: 1 }] }, { l: [{ type: 'A', v: 2 }] }, false), { l: [{ type: 'A', v: 2 }] });
+test('kubectl get nodes --watch sees the list, then each change', async (t) => {
+  const f = await startKubeFixture(t);
+  f.server.createNode('n1');
+  const k = await kubectl(t, f, 'admin');
+  const { lines } = k.spawn(['get', 'nodes', '--watch', '--output-watch-events', '-o', 'jsonpath={.type} {.object.metadata.name}{"\\n"}']);
+  const next = async (): Promise<string> => String((await lines.next()).value);
+  assert.equal(await next(), 'ADDED n1');
+  f.server.createNode('n2');
+  assert.equal(await next(), 'ADDED n2');
+  f.server.updateNode('n1', (n) => (n.spec.podCIDR = '198.18.1.0/24'));
+  assert.equal(await next(), 'MODIFIED n1');
+  f.server.deleteNode('n2');
+  assert.equal(await next(), 'DELETED n2');
+  assert.ok(f.server.requests.some((r) => r.url.includes('watch=true') && r.user === 'client'));
 });
 
-test('watch: replay after a resourceVersion, bookmarks, and 410 Gone after compaction', async (t) => {
-  const { server, kc, core } = await start(t);
-  server.createNode('n1');
-  const rv = (await core.listNode()).metadata!.resourceVersion!;
-  server.createNode('n2');
-  server.updateNode('n1', (n) => (n.spec.podCIDR = '198.18.1.0/24'));
-  server.deleteNode('n2');
-  const seen: string[] = [];
-  const ctl = await new Watch(kc).watch('/api/v1/nodes', { resourceVersion: rv, allowWatchBookmarks: true }, (phase, obj: { metadata?: { name?: string } }) => {
-    seen.push(`${phase} ${obj.metadata?.name ?? ''}`.trim());
-  }, () => undefined);
-  t.after(() => ctl.abort());
-  await waitUntil('replayed and bookmarked', () => seen.length >= 4);
-  assert.deepEqual(seen.slice(0, 4), ['ADDED n2', 'MODIFIED n1', 'DELETED n2', 'BOOKMARK']);
-  server.compact();
-  const errors: Array<{ code?: number; reason?: string }> = [];
-  const ctl2 = await new Watch(kc).watch('/api/v1/nodes', { resourceVersion: rv }, (phase, obj: { code?: number; reason?: string }) => {
-    if (phase === 'ERROR') errors.push(obj);
-  }, () => undefined);
-  t.after(() => ctl2.abort());
-  await waitUntil('410', () => errors.length === 1);
-  assert.deepEqual(errors[0], { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${rv} (${server.resourceVersion})`, reason: 'Expired', code: 410 });
+test('kubectl patch (strategic merge) changes the node; the agent\'s token may read but not patch nodes; a wrong token is 401', async (t) => {
+  const f = await startKubeFixture(t);
+  f.server.createNode('n1', {}, { keep: 'me' });
+  const admin = await kubectl(t, f, 'admin');
+  const patched = await admin.run(['patch', 'node', 'n1', '-p', '{"metadata":{"labels":{"zone":"a"},"annotations":{"x":"1"}}}']);
+  assert.equal(patched.code, 0, patched.stderr);
+  assert.match(patched.stdout, /node\/n1 patched/);
+  assert.deepEqual(f.server.getNode('n1').metadata.annotations, { keep: 'me', x: '1' });
+  assert.deepEqual(f.server.getNode('n1').metadata.labels, { zone: 'a' });
+  const agent = await kubectl(t, f, 'agent');
+  assert.equal((await agent.run(['get', 'nodes', '-o', 'name'])).stdout.trim(), 'node/n1');
+  const refused = await agent.run(['patch', 'node', 'n1', '-p', '{"metadata":{"labels":{"zone":"b"}}}']);
+  assert.notEqual(refused.code, 0);
+  assert.match(refused.stderr, /forbidden/);
+  assert.deepEqual(f.server.getNode('n1').metadata.labels, { zone: 'a' });
+  assert.ok(f.server.requests.some((r) => r.method === 'PATCH' && r.user === agentUser));
+  const stranger = await kubectl(t, f, 'stranger');
+  const denied = await stranger.run(['get', 'nodes']);
+  assert.notEqual(denied.code, 0);
+  assert.match(denied.stderr, /Unauthorized|must be logged in/);
+});
+
+test('strategic merge patch merges conditions by type; JSON merge patch replaces lists', () => {
+  const node = { status: { conditions: [{ type: 'Ready', status: 'True' }] } };
+  assert.deepEqual(mergePatch(structuredClone(node), { status: { conditions: [{ type: 'NetworkUnavailable', status: 'False' }] } }, true), {
+    status: { conditions: [{ type: 'Ready', status: 'True' }, { type: 'NetworkUnavailable', status: 'False' }] },
+  });
+  assert.deepEqual(mergePatch(structuredClone(node), { status: { conditions: [{ type: 'A' }] } }, false), { status: { conditions: [{ type: 'A' }] } });
+  assert.deepEqual(mergePatch({ a: 1, b: 2 }, { a: null }, true), { b: 2 });
 });

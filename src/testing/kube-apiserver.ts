@@ -1,186 +1,360 @@
 /**
- * A Kubernetes API server for tests, speaking the real REST and watch wire protocol for what weft
- * uses (no real API server can run on these machines):
- * - GET /api/v1/nodes (list, with metadata.resourceVersion), GET /api/v1/nodes/{name};
- * - GET /api/v1/nodes?watch=true&resourceVersion=N[&allowWatchBookmarks=true][&timeoutSeconds=S]:
- *   a chunked stream of `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":...}` lines,
- *   replaying history after N; a compacted N yields an ERROR event with a 410 Expired Status, as
- *   the real server does;
- * - PATCH /api/v1/nodes/{name}/status with strategic merge patch (conditions merge by `type`),
- *   JSON merge patch, or 415 for anything else;
- * - bearer-token authentication (401) and a least-privilege check for the agent's token: nodes
- *   get/list/watch and nodes/status patch only (403 otherwise, e.g. PATCH /api/v1/nodes/{name}).
- * Tests change nodes through the admin methods, which bump resourceVersion and notify watchers.
+ * A Kubernetes API server for tests (no real one can run on these machines), speaking the wire
+ * protocol of what weft and kubectl use, over TLS as a real cluster does:
+ * - HTTPS with HTTP/2 and HTTP/1.1 (ALPN), or plain HTTP/1.1 when no TLS is given;
+ * - authentication as kube-apiserver: a bearer token, or a client certificate signed by the
+ *   client CA whose CN names the user; 401 otherwise. Users are agents (nodes get/list/watch,
+ *   nodes/status patch, pods get: flannel's ClusterRole) or admins (everything); 403 otherwise;
+ * - discovery (/api, /apis, /api/v1) for kubectl; nodes list (pages, continue, resourceVersion),
+ *   get, watch (history replay, bookmarks, timeoutSeconds, 410 Expired), PATCH of nodes and
+ *   nodes/status (strategic merge with conditions merged by type, or JSON merge); pods get;
+ * - faults a test switches on (`inject`): a body cut off with the connection, a watch stream ended
+ *   in the middle of an event, part of a body and then silence, 410 Gone, 429 with Retry-After,
+ *   500, an answer that never comes.
+ * Nodes change through the admin methods, which notify watchers as kube-apiserver does.
  */
 import type * as Http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type * as Http2 from 'node:http2';
+import type * as Https from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { type KubeNode, NodeStore, type StatusError, type StoreEvent } from './kube-store.js';
 
-export interface KubeNode {
-  apiVersion?: string;
-  kind?: string;
-  metadata: { name: string; uid?: string; resourceVersion?: string; creationTimestamp?: string; annotations?: Record<string, string>; labels?: Record<string, string> };
-  spec: { podCIDR?: string; podCIDRs?: string[] };
-  status: { conditions?: Array<Record<string, unknown>>; addresses?: Array<{ type: string; address: string }> };
+export type { KubeNode } from './kube-store.js';
+
+/** The user name kube-flannel's service account has; the tests' agents authenticate as it. */
+export const agentUser = 'system:serviceaccount:kube-flannel:flannel';
+
+export interface ApiUser {
+  readonly name: string;
+  /** Authenticates with this bearer token (client certificates authenticate by CN = name). */
+  readonly token?: string;
+  readonly admin?: boolean;
 }
 
-interface WatchEvent {
-  readonly rv: number;
-  readonly type: 'ADDED' | 'MODIFIED' | 'DELETED';
-  readonly node: KubeNode;
+export interface ApiServerOptions {
+  readonly users: readonly ApiUser[];
+  /** PEM texts; without them the server speaks plain HTTP/1.1. `clientCa` verifies client certificates. */
+  readonly tls?: { readonly cert: string; readonly key: string; readonly clientCa?: string };
+  /** With TLS: false offers HTTP/1.1 only (as a proxy in front of some API servers does). Default true. */
+  readonly http2?: boolean;
+  /** How often watchers that allow bookmarks get one (kube-apiserver: about a minute). */
+  readonly bookmarkMs?: number;
+  /** At most this many items per list page, whatever the client asks for. */
+  readonly pageCap?: number;
+  /** State of an earlier instance: the restarted server keeps nodes and resourceVersion. */
+  readonly state?: { rv: number; nodes: KubeNode[] };
 }
 
-type Watcher = (line: string) => void;
+export type FaultKind = 'cut' | 'stall' | 'cut-event' | 'gone' | 'throttle' | 'error' | 'hang';
+export type FaultTarget = 'list' | 'watch' | 'get' | 'patch';
+
+export interface Fault {
+  readonly on: FaultTarget;
+  readonly kind: FaultKind;
+  /** How many matching requests it hits. Default 1. */
+  readonly times?: number;
+  /** cut, stall: bytes of the body sent before the connection closes (cut) or goes silent (stall). Default: half. */
+  readonly afterBytes?: number;
+  /** throttle: the Retry-After seconds. Default 1. */
+  readonly retryAfterS?: number;
+}
+
+export interface RequestRecord {
+  readonly method: string;
+  /** Path with query, as sent. */
+  readonly url: string;
+  readonly user: string;
+  readonly contentType: string;
+  readonly httpVersion: string;
+}
+
+type Request = Http.IncomingMessage | Http2.Http2ServerRequest;
+
+/** What the server uses of an HTTP/1.1 or HTTP/2 compatibility response. */
+interface Response {
+  writeHead(status: number, headers: Record<string, string | number>): unknown;
+  write(chunk: string | Uint8Array, callback?: () => void): unknown;
+  end(chunk: string, callback?: () => void): unknown;
+  end(): unknown;
+  on(event: 'close', listener: () => void): unknown;
+  flushHeaders?(): void;
+  readonly socket: unknown;
+  readonly stream?: Http2.ServerHttp2Stream;
+}
+
+interface Watcher {
+  readonly res: Response;
+  readonly req: Request;
+  readonly bookmarks: boolean;
+}
 
 export class KubeApiServer {
-  readonly #nodes = new Map<string, KubeNode>();
-  readonly #history: WatchEvent[] = [];
-  readonly #watchers = new Set<{ send: Watcher; end: () => void }>();
-  readonly #token: string;
-  #rv = 100;
-  /** Oldest resourceVersion a watch may start after. */
-  #compactedTo = 0;
-  #server: Http.Server | undefined;
-  /** Requests seen, for assertions: `METHOD path content-type`. */
-  readonly requests: string[] = [];
+  readonly store: NodeStore;
+  readonly #options: ApiServerOptions;
+  #users: readonly ApiUser[];
+  readonly #watchers = new Set<Watcher>();
+  readonly #faults: Array<Fault & { left: number }> = [];
+  readonly #pods = new Map<string, Record<string, unknown>>();
+  readonly #hanging = new Set<Response>();
+  readonly #sockets = new Set<Socket>();
+  #server: Http.Server | Http2.Http2SecureServer | undefined;
+  #bookmarkTimer: NodeJS.Timeout | undefined;
+  #unsubscribe: (() => void) | undefined;
+  /** Requests seen, in order, for assertions. */
+  readonly requests: RequestRecord[] = [];
+  /** Transport connections accepted (TCP, or TLS once the handshake is done). */
+  connections = 0;
+  /** Faults that have fired. */
+  faultsFired = 0;
 
-  constructor(options: { token: string }) {
-    this.#token = options.token;
-  }
-
-  get resourceVersion(): number {
-    return this.#rv;
+  constructor(options: ApiServerOptions) {
+    this.#options = options;
+    this.#users = options.users;
+    this.store = new NodeStore(options.state);
   }
 
   async listen(host = '127.0.0.1', port = 0): Promise<string> {
-    const http = process.getBuiltinModule('node:http') as typeof Http;
-    this.#server = http.createServer((req, res) => void this.#handle(req, res));
-    await new Promise<void>((resolve) => this.#server!.listen(port, host, resolve));
-    const addr = this.#server.address() as AddressInfo;
-    return `http://${host}:${addr.port}`;
+    const handler = (req: Request, res: Http.ServerResponse | Http2.Http2ServerResponse): void => void this.#handle(req, res);
+    let server: Http.Server | Http2.Http2SecureServer;
+    const tls = this.#options.tls;
+    if (tls) {
+      const { cert, key, clientCa } = tls;
+      const tlsOptions = { cert, key, ...(clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: false } : {}) };
+      server =
+        this.#options.http2 === false
+          ? (process.getBuiltinModule('node:https') as typeof Https).createServer(tlsOptions, handler)
+          : (process.getBuiltinModule('node:http2') as typeof Http2).createSecureServer({ ...tlsOptions, allowHTTP1: true }, handler);
+      server.on('secureConnection', (socket: Socket) => this.#track(socket));
+    } else {
+      const http = process.getBuiltinModule('node:http') as typeof Http;
+      server = http.createServer(handler);
+      server.on('connection', (socket: Socket) => this.#track(socket));
+    }
+    this.#server = server;
+    await new Promise<void>((resolve) => server.listen(port, host, resolve));
+    this.#unsubscribe = this.store.subscribe((e) => this.#broadcast(e));
+    this.#bookmarkTimer = setInterval(() => this.bookmark(), this.#options.bookmarkMs ?? 60_000);
+    this.#bookmarkTimer.unref();
+    const addr = server.address() as AddressInfo;
+    return `${this.#options.tls ? 'https' : 'http'}://${host}:${addr.port}`;
   }
 
   async close(): Promise<void> {
-    for (const w of this.#watchers) w.end();
-    this.#watchers.clear();
-    await new Promise((resolve) => this.#server?.close(resolve) ?? resolve(undefined));
-    this.#server?.closeAllConnections();
+    clearInterval(this.#bookmarkTimer);
+    this.#unsubscribe?.();
+    this.dropWatches();
+    for (const res of this.#hanging) destroyConnection(res);
+    const server = this.#server;
+    if (!server) return;
+    const closed = new Promise((resolve) => server.close(resolve));
+    for (const socket of this.#sockets) socket.destroy();
+    await closed;
   }
 
-  // --- admin (what kubelet and kube-controller-manager would do)
+  #track(socket: Socket): void {
+    this.connections++;
+    this.#sockets.add(socket);
+    socket.once('close', () => this.#sockets.delete(socket));
+  }
+
+  // --- admin: what kubelet, kube-controller-manager and an operator would do
 
   createNode(name: string, spec: KubeNode['spec'] = {}, annotations: Record<string, string> = { 'node.alpha.kubernetes.io/ttl': '0' }): KubeNode {
-    const node: KubeNode = { metadata: { name, uid: `uid-${name}`, creationTimestamp: new Date().toISOString(), annotations }, spec, status: { conditions: [] } };
-    return this.#commit('ADDED', node);
+    if (this.store.get(name)) throw new Error(`node ${name} exists`);
+    return this.store.put({ metadata: { name, uid: `uid-${name}`, creationTimestamp: new Date().toISOString(), annotations }, spec, status: { conditions: [] } });
+  }
+
+  /** Stores complete Node objects (the bench's realistic ones). */
+  putNodes(nodes: readonly KubeNode[]): void {
+    for (const n of nodes) this.store.put(n);
   }
 
   updateNode(name: string, change: (node: KubeNode) => void): KubeNode {
     const node = structuredClone(this.getNode(name));
     change(node);
-    return this.#commit('MODIFIED', node);
+    return this.store.put(node);
   }
 
   deleteNode(name: string): void {
-    const node = this.getNode(name);
-    this.#nodes.delete(name);
-    this.#rv++;
-    this.#record('DELETED', { ...node, metadata: { ...node.metadata, resourceVersion: String(this.#rv) } });
+    if (!this.store.delete(name)) throw new Error(`no node ${name}`);
   }
 
   getNode(name: string): KubeNode {
-    const node = this.#nodes.get(name);
+    const node = this.store.get(name);
     if (!node) throw new Error(`no node ${name}`);
     return node;
   }
 
-  /** Forgets history up to now: watches from older resourceVersions get 410 Gone. */
-  compact(): void {
-    this.#compactedTo = this.#rv;
-    this.#history.length = 0;
+  createPod(namespace: string, name: string, nodeName: string): void {
+    this.#pods.set(`${namespace}/${name}`, { kind: 'Pod', apiVersion: 'v1', metadata: { name, namespace }, spec: { nodeName } });
   }
 
-  /** Ends every open watch, as an API server restart or a load balancer would. */
+  /** Replaces the users, e.g. to rotate a token: the old one is refused from now on. */
+  setUsers(users: readonly ApiUser[]): void {
+    this.#users = users;
+  }
+
+  compact(): void {
+    this.store.compact();
+  }
+
+  inject(fault: Fault): void {
+    this.#faults.push({ ...fault, left: fault.times ?? 1 });
+  }
+
+  /** Ends every open watch cleanly, as an API server shutting down or a load balancer would. */
   dropWatches(): void {
-    for (const w of this.#watchers) w.end();
+    for (const w of this.#watchers) w.res.end();
     this.#watchers.clear();
   }
 
   bookmark(): void {
-    const line = JSON.stringify({ type: 'BOOKMARK', object: { kind: 'Node', apiVersion: 'v1', metadata: { resourceVersion: String(this.#rv) } } });
-    for (const w of this.#watchers) w.send(line);
-  }
-
-  #commit(type: 'ADDED' | 'MODIFIED', node: KubeNode): KubeNode {
-    this.#rv++;
-    const stored: KubeNode = { ...node, apiVersion: 'v1', kind: 'Node', metadata: { ...node.metadata, resourceVersion: String(this.#rv) } };
-    this.#nodes.set(stored.metadata.name, stored);
-    this.#record(type, stored);
-    return stored;
-  }
-
-  #record(type: WatchEvent['type'], node: KubeNode): void {
-    const event = { rv: this.#rv, type, node: structuredClone(node) };
-    this.#history.push(event);
-    const line = JSON.stringify({ type, object: event.node });
-    for (const w of this.#watchers) w.send(line);
+    const line = JSON.stringify({ type: 'BOOKMARK', object: { kind: 'Node', apiVersion: 'v1', metadata: { resourceVersion: String(this.store.resourceVersion) } } });
+    for (const w of this.#watchers) if (w.bookmarks) w.res.write(line + '\n');
   }
 
   // --- REST
 
-  async #handle(req: Http.IncomingMessage, res: Http.ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://x');
-    this.requests.push(`${req.method} ${url.pathname}${url.search} ${req.headers['content-type'] ?? ''}`.trim());
-    const status = (code: number, reason: string, message: string): void => {
-      send(res, code, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
-    };
-    if (req.headers.authorization !== `Bearer ${this.#token}`) return status(401, 'Unauthorized', 'Unauthorized');
-    const m = /^\/api\/v1\/nodes(?:\/([^/]+))?(\/status)?$/.exec(url.pathname);
-    if (!m) return status(404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
-    const [, name, sub] = m;
-    if (req.method === 'GET' && !name && url.searchParams.get('watch') === 'true') return this.#watch(url, res);
-    if (req.method === 'GET' && !name) {
-      return send(res, 200, { kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: String(this.#rv) }, items: [...this.#nodes.values()].map(strip) });
-    }
-    if (req.method === 'GET' && name && !sub) {
-      const node = this.#nodes.get(name);
-      return node ? send(res, 200, node) : status(404, 'NotFound', `nodes "${name}" not found`);
-    }
-    if (req.method === 'PATCH' && name && sub === '/status') {
-      const node = this.#nodes.get(name);
-      if (!node) return status(404, 'NotFound', `nodes "${name}" not found`);
-      const type = (req.headers['content-type'] ?? '').split(';')[0];
-      if (type !== 'application/strategic-merge-patch+json' && type !== 'application/merge-patch+json') {
-        return status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json`);
-      }
-      let patch: unknown;
-      try {
-        patch = JSON.parse(await body(req));
-      } catch (err) {
-        return status(400, 'BadRequest', `error decoding patch: ${(err as Error).message}`);
-      }
-      if (!isObject(patch)) return status(400, 'BadRequest', 'patch must be a JSON object');
-      const next = mergePatch(structuredClone(node) as unknown as Record<string, unknown>, patch, type === 'application/strategic-merge-patch+json') as unknown as KubeNode;
-      if (next.metadata.name !== name) return status(422, 'Invalid', 'metadata.name: field is immutable');
-      return send(res, 200, this.#commit('MODIFIED', next));
-    }
-    return status(403, 'Forbidden', `nodes${sub ?? ''} is forbidden: User "system:serviceaccount:kube-flannel:flannel" cannot ${req.method?.toLowerCase()} resource "nodes${sub ?? ''}"`);
+  #fault(on: FaultTarget): Fault | undefined {
+    const i = this.#faults.findIndex((f) => f.on === on);
+    if (i < 0) return undefined;
+    const f = this.#faults[i]!;
+    if (--f.left <= 0) this.#faults.splice(i, 1);
+    this.faultsFired++;
+    return f;
   }
 
-  #watch(url: URL, res: Http.ServerResponse): void {
-    const from = Number(url.searchParams.get('resourceVersion') ?? '0');
-    const bookmarks = url.searchParams.get('allowWatchBookmarks') === 'true';
-    res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
-    if (from !== 0 && from < this.#compactedTo) {
-      res.end(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${from} (${this.#compactedTo})`, reason: 'Expired', code: 410 } }) + '\n');
+  async #handle(req: Request, res: Response): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const user = this.#authenticate(req);
+    this.requests.push({
+      method: req.method ?? '',
+      url: `${url.pathname}${url.search}`,
+      user: user?.name ?? '',
+      contentType: String(req.headers['content-type'] ?? ''),
+      httpVersion: req.httpVersion,
+    });
+    if (!user) return sendStatus(res, { code: 401, reason: 'Unauthorized', message: 'Unauthorized' });
+    const method = req.method ?? 'GET';
+    const p = url.pathname;
+    if (method === 'GET' && p === '/api') return send(res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: String(req.headers.host ?? '') }] });
+    if (method === 'GET' && p === '/apis') return send(res, 200, { kind: 'APIGroupList', apiVersion: 'v1', groups: [] });
+    if (method === 'GET' && p === '/api/v1') return send(res, 200, resourceList);
+    const pod = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/.exec(p);
+    if (pod && method === 'GET') {
+      const found = this.#pods.get(`${pod[1]}/${pod[2]}`);
+      return found ? send(res, 200, found) : sendStatus(res, { code: 404, reason: 'NotFound', message: `pods "${pod[2]}" not found` });
+    }
+    const m = /^\/api\/v1\/nodes(?:\/([^/]+))?(\/status)?$/.exec(p);
+    if (!m) return sendStatus(res, { code: 404, reason: 'NotFound', message: `the server could not find the requested resource` });
+    const [, name, sub] = m;
+    const allowed = user.admin || (method === 'GET' && !sub) || (method === 'PATCH' && sub === '/status');
+    if (!allowed) {
+      const verb = method.toLowerCase();
+      return sendStatus(res, { code: 403, reason: 'Forbidden', message: `nodes${name ? ` "${name}"` : ''} is forbidden: User "${user.name}" cannot ${verb} resource "nodes${sub ?? ''}" in API group "" at the cluster scope` });
+    }
+    if (method === 'GET' && !name && (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1')) return this.#watch(url, req, res);
+    if (method === 'GET' && !name) return this.#answer(res, 'list', () => {
+      const result = this.store.list({
+        resourceVersion: url.searchParams.get('resourceVersion'),
+        limit: Number(url.searchParams.get('limit') ?? 0),
+        continue: url.searchParams.get('continue'),
+        ...(this.#options.pageCap ? { pageCap: this.#options.pageCap } : {}),
+      });
+      if ('code' in result) return result;
+      const metadata = { resourceVersion: result.resourceVersion, ...(result.continue ? { continue: result.continue, remainingItemCount: result.remainingItemCount } : {}) };
+      return { kind: 'NodeList', apiVersion: 'v1', metadata, items: result.items.map(stripKind) };
+    });
+    if (method === 'GET' && name) return this.#answer(res, 'get', () => this.store.get(name) ?? notFound(name));
+    if (method === 'PATCH' && name) {
+      const text = await readBody(req);
+      return this.#answer(res, 'patch', () => this.#patch(name, text, String(req.headers['content-type'] ?? '')));
+    }
+    return sendStatus(res, { code: 405, reason: 'MethodNotAllowed', message: `${method} is not supported` });
+  }
+
+  #authenticate(req: Request): ApiUser | undefined {
+    const auth = req.headers.authorization;
+    if (auth?.startsWith('Bearer ')) return this.#users.find((u) => u.token !== undefined && `Bearer ${u.token}` === auth);
+    const socket = req.socket as TLSSocket;
+    if (this.#options.tls?.clientCa && socket.authorized) {
+      const cn = socket.getPeerCertificate()?.subject?.CN;
+      return this.#users.find((u) => u.name === cn);
+    }
+    return undefined;
+  }
+
+  /** Sends `make()`'s object or Status, unless a fault for `on` takes over. */
+  #answer(res: Response, on: FaultTarget, make: () => unknown): void {
+    const fault = this.#fault(on);
+    if (fault?.kind === 'hang') {
+      this.#hanging.add(res);
+      res.on('close', () => this.#hanging.delete(res));
       return;
     }
-    const watcher = {
-      send: (line: string) => void res.write(line + '\n'),
-      end: () => res.end(),
-    };
-    if (from === 0) for (const node of this.#nodes.values()) watcher.send(JSON.stringify({ type: 'ADDED', object: node }));
-    else for (const e of this.#history) if (e.rv > from) watcher.send(JSON.stringify({ type: e.type, object: e.node }));
-    if (bookmarks) watcher.send(JSON.stringify({ type: 'BOOKMARK', object: { kind: 'Node', apiVersion: 'v1', metadata: { resourceVersion: String(this.#rv) } } }));
+    if (fault && fault.kind !== 'cut' && fault.kind !== 'stall') return sendStatus(res, faultStatus(fault), fault.kind === 'throttle' ? { 'retry-after': String(fault.retryAfterS ?? 1) } : {});
+    const value = make();
+    if (isStatus(value)) return sendStatus(res, value);
+    const text = JSON.stringify(value);
+    if (!fault) return send(res, 200, text);
+    // The full length is announced, part of the body sent, then the connection closes (cut) or
+    // nothing more comes (stall).
+    const bytes = Buffer.from(text);
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': bytes.length });
+    const part = bytes.subarray(0, Math.min(bytes.length - 1, fault.afterBytes ?? Math.floor(bytes.length / 2)));
+    if (fault.kind === 'cut') {
+      res.write(part, () => destroyConnection(res));
+      return;
+    }
+    res.write(part);
+    this.#hanging.add(res);
+    res.on('close', () => this.#hanging.delete(res));
+  }
+
+  #patch(name: string, text: string, contentType: string): KubeNode | StatusError {
+    const node = this.store.get(name);
+    if (!node) return notFound(name);
+    const type = contentType.split(';')[0];
+    if (type !== 'application/strategic-merge-patch+json' && type !== 'application/merge-patch+json') {
+      return { code: 415, reason: 'UnsupportedMediaType', message: `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json` };
+    }
+    let patch: unknown;
+    try {
+      patch = JSON.parse(text);
+    } catch (err) {
+      return { code: 400, reason: 'BadRequest', message: `error decoding patch: ${(err as Error).message}` };
+    }
+    if (!isObject(patch)) return { code: 400, reason: 'BadRequest', message: 'patch must be a JSON object' };
+    const next = mergePatch(structuredClone(node) as unknown as Record<string, unknown>, patch, type === 'application/strategic-merge-patch+json') as unknown as KubeNode;
+    if (next.metadata?.name !== name) return { code: 422, reason: 'Invalid', message: 'metadata.name: field is immutable' };
+    return this.store.put(next);
+  }
+
+  #watch(url: URL, req: Request, res: Response): void {
+    const fault = this.#fault('watch');
+    if (fault?.kind === 'hang') {
+      this.#hanging.add(res);
+      res.on('close', () => this.#hanging.delete(res));
+      return;
+    }
+    if (fault && (fault.kind === 'throttle' || fault.kind === 'error')) {
+      return sendStatus(res, faultStatus(fault), fault.kind === 'throttle' ? { 'retry-after': String(fault.retryAfterS ?? 1) } : {});
+    }
+    const replay = this.store.replay(url.searchParams.get('resourceVersion'));
+    if (!Array.isArray(replay) && replay.code !== 410) return sendStatus(res, replay);
+    res.writeHead(200, { 'content-type': 'application/json' });
+    // As kube-apiserver: the watch's headers go out at once, not with its first event.
+    res.flushHeaders?.();
+    if (fault?.kind === 'gone' || !Array.isArray(replay)) {
+      const status = Array.isArray(replay) ? faultStatus(fault!) : replay;
+      res.end(JSON.stringify({ type: 'ERROR', object: statusObject(status) }) + '\n');
+      return;
+    }
+    const watcher: Watcher & { cut?: FaultKind } = { res, req, bookmarks: url.searchParams.get('allowWatchBookmarks') === 'true' };
+    if (fault) watcher.cut = fault.kind;
     this.#watchers.add(watcher);
+    for (const e of replay) this.#send(watcher, e);
     const timeout = Number(url.searchParams.get('timeoutSeconds') ?? '0');
     const timer = timeout > 0 ? setTimeout(() => res.end(), timeout * 1000) : undefined;
     res.on('close', () => {
@@ -188,10 +362,68 @@ export class KubeApiServer {
       this.#watchers.delete(watcher);
     });
   }
+
+  #broadcast(e: StoreEvent): void {
+    for (const w of this.#watchers) this.#send(w, e);
+  }
+
+  #send(w: Watcher & { cut?: FaultKind }, e: StoreEvent): void {
+    if (!this.#watchers.has(w)) return;
+    const line = JSON.stringify({ type: e.type, object: e.node }) + '\n';
+    if (!w.cut) {
+      w.res.write(line);
+      return;
+    }
+    // Half an event, then the stream ends: cleanly ('cut-event') or with the connection ('cut').
+    this.#watchers.delete(w);
+    const half = line.slice(0, Math.floor(line.length / 2));
+    if (w.cut === 'cut') w.res.write(half, () => destroyConnection(w.res));
+    else w.res.end(half);
+  }
+}
+
+/** Closes the connection under a response (the TCP socket, or the whole HTTP/2 session). */
+function destroyConnection(res: Response): void {
+  const stream = res.stream;
+  if (stream) stream.session?.destroy();
+  else (res.socket as Socket | null)?.destroy();
+}
+
+const resourceList = {
+  kind: 'APIResourceList',
+  groupVersion: 'v1',
+  resources: [
+    { name: 'nodes', singularName: '', namespaced: false, kind: 'Node', verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'], shortNames: ['no'] },
+    { name: 'nodes/status', singularName: '', namespaced: false, kind: 'Node', verbs: ['get', 'patch', 'update'] },
+    { name: 'pods', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get', 'list', 'watch'], shortNames: ['po'] },
+  ],
+};
+
+function faultStatus(fault: Fault): StatusError {
+  switch (fault.kind) {
+    case 'gone':
+      return { code: 410, reason: 'Expired', message: 'too old resource version (injected)' };
+    case 'throttle':
+      return { code: 429, reason: 'TooManyRequests', message: 'Too many requests, please try again later.', details: { retryAfterSeconds: fault.retryAfterS ?? 1 } };
+    default:
+      return { code: 500, reason: 'InternalError', message: 'Internal error occurred: injected' };
+  }
+}
+
+function notFound(name: string): StatusError {
+  return { code: 404, reason: 'NotFound', message: `nodes "${name}" not found` };
+}
+
+function isStatus(v: unknown): v is StatusError {
+  return isObject(v) && typeof v['code'] === 'number' && typeof v['reason'] === 'string' && !('metadata' in v);
+}
+
+function statusObject(s: StatusError): Record<string, unknown> {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: s.message, reason: s.reason, ...(s.details ? { details: s.details } : {}), code: s.code };
 }
 
 /** List items carry no kind or apiVersion, as the real server sends them. */
-function strip(n: KubeNode): KubeNode {
+function stripKind(n: KubeNode): KubeNode {
   const copy = { ...n };
   delete copy.apiVersion;
   delete copy.kind;
@@ -220,13 +452,17 @@ export function mergePatch(target: Record<string, unknown>, patch: Record<string
   return target;
 }
 
-function send(res: Http.ServerResponse, code: number, value: unknown): void {
-  const text = JSON.stringify(value);
-  res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+function send(res: Response, code: number, value: unknown, headers: Record<string, string> = {}): void {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
 }
 
-async function body(req: Http.IncomingMessage): Promise<string> {
+function sendStatus(res: Response, s: StatusError, headers: Record<string, string> = {}): void {
+  send(res, s.code, statusObject(s), headers);
+}
+
+async function readBody(req: Request): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const c of req) chunks.push(c as Buffer);
   return Buffer.concat(chunks).toString('utf8');

@@ -1,5 +1,6 @@
 /**
- * A throwaway certificate authority with a server certificate for 127.0.0.1 and a client one.
+ * A throwaway certificate authority with a server certificate (for 127.0.0.1 unless told
+ * otherwise) and a client one (CN=client).
  * The server certificate also allows client use: etcd's JSON gateway dials etcd's own gRPC port
  * with it, and with --client-cert-auth that dial must present a client certificate.
  */
@@ -24,7 +25,9 @@ export interface TestCa extends AsyncDisposable {
   read(file: string): Promise<string>;
 }
 
-export async function makeTestCa(): Promise<TestCa> {
+/** `serverIps`: the addresses the server certificate is valid for (default 127.0.0.1). */
+export async function makeTestCa(options: { serverIps?: readonly string[] } = {}): Promise<TestCa> {
+  const sans = (options.serverIps ?? ['127.0.0.1']).map((ip) => `IP:${ip}`).join(',');
   const dir = await mkdtemp(join(tmpdir(), 'weft-ca-'));
   const p = (name: string): string => join(dir, name);
   const openssl = (...args: string[]): Promise<unknown> => run('openssl', args, { cwd: dir });
@@ -37,7 +40,7 @@ export async function makeTestCa(): Promise<TestCa> {
   };
   try {
     await selfSigned('ca');
-    await signed('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n');
+    await signed('server', `subjectAltName=${sans}\nextendedKeyUsage=serverAuth,clientAuth\n`);
     await signed('client', 'extendedKeyUsage=clientAuth\n');
     await selfSigned('stranger');
   } catch (err) {

@@ -47,10 +47,56 @@ export function annotationNames(normalizedPrefix: string): AnnotationNames {
   };
 }
 
-/** The Node fields weft reads (a structural subset of V1Node). */
+/** The Node fields weft reads. */
 export interface NodeLike {
   readonly metadata?: { readonly name?: string; readonly annotations?: Readonly<Record<string, string>> };
   readonly spec?: { readonly podCIDR?: string; readonly podCIDRs?: readonly string[] };
+}
+
+/**
+ * What weft keeps of a Node: its name, pod CIDRs and the annotations under flannel's prefix. A
+ * real Node object is kilobytes (status, images, managed fields); this is a few hundred bytes.
+ */
+export interface NodeRecord extends NodeLike {
+  readonly metadata: { readonly name: string; readonly annotations: Readonly<Record<string, string>> };
+  readonly spec: { readonly podCIDR?: string; readonly podCIDRs?: readonly string[] };
+}
+
+/** A Node object from the API (untrusted JSON) as a record, or undefined when it has no name. */
+export function nodeRecord(raw: unknown, normalizedPrefix: string): NodeRecord | undefined {
+  const obj = asRecord(raw);
+  const meta = asRecord(obj?.['metadata']);
+  const name = meta?.['name'];
+  if (typeof name !== 'string' || name === '') return undefined;
+  const annotations: Record<string, string> = {};
+  const all = asRecord(meta?.['annotations']);
+  for (const key in all) {
+    const value = all[key];
+    if (key.startsWith(normalizedPrefix) && typeof value === 'string') annotations[key] = value;
+  }
+  const spec = asRecord(obj?.['spec']);
+  const podCIDR = spec?.['podCIDR'];
+  const list = spec?.['podCIDRs'];
+  const podCIDRs = Array.isArray(list) ? list.filter((c): c is string => typeof c === 'string') : undefined;
+  return {
+    metadata: { name, annotations },
+    spec: { ...(typeof podCIDR === 'string' && podCIDR !== '' ? { podCIDR } : {}), ...(podCIDRs && podCIDRs.length > 0 ? { podCIDRs } : {}) },
+  };
+}
+
+/** Same name, pod CIDRs and flannel annotations. */
+export function sameNodeRecord(a: NodeRecord, b: NodeRecord): boolean {
+  if (a.metadata.name !== b.metadata.name || a.spec.podCIDR !== b.spec.podCIDR) return false;
+  const ca = a.spec.podCIDRs ?? [];
+  const cb = b.spec.podCIDRs ?? [];
+  if (ca.length !== cb.length || ca.some((c, i) => c !== cb[i])) return false;
+  const ka = Object.keys(a.metadata.annotations);
+  if (ka.length !== Object.keys(b.metadata.annotations).length) return false;
+  return ka.every((k) => a.metadata.annotations[k] === b.metadata.annotations[k]);
+}
+
+function asRecord(v: unknown): Record<string, unknown> | undefined {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 }
 
 /** The node's pod CIDRs by family, or a reason they are unusable. */

@@ -1,9 +1,8 @@
-/** The Kubernetes subnet manager against the in-test API server, through the real client library. */
+/** The Kubernetes subnet manager against the in-test API server over TLS, through weft's own client. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { KubeConfig } from '@kubernetes/client-node';
 import { KubeManager } from './kube-manager.js';
-import { KubeApiServer } from '../../testing/kube-apiserver.js';
+import { type KubeFixture, startKubeFixture } from '../../testing/kube-fixture.js';
 import { recordingLogger } from '../../testing/recording-logger.js';
 import { followPeers } from '../../testing/peer-view.js';
 import { waitUntil } from '../../testing/wait.js';
@@ -20,108 +19,152 @@ const peerAnnotations = (n: number): Record<string, string> => ({
   [`${P}public-ip`]: `203.0.113.${n}`,
 });
 
-async function setup(t: { after(fn: () => Promise<void> | void): void }) {
-  const server = new KubeApiServer({ token: 't0ken' });
-  const url = await server.listen();
+type TestContext = { after(fn: () => Promise<void> | void): void };
+
+async function setup(t: TestContext) {
+  const f = await startKubeFixture(t);
   const ctl = new AbortController();
-  t.after(async () => {
-    ctl.abort();
-    await server.close();
-  });
-  const kc = new KubeConfig();
-  kc.loadFromClusterAndUser({ name: 'test', server: url, skipTLSVerify: true }, { name: 'agent', token: 't0ken' });
-  const manager = (nodeName: string, log = recordingLogger()) =>
-    new KubeManager({ kubeConfig: kc, nodeName, netConf, annotationPrefix: 'flannel.alpha.coreos.com', log, pollMs: 20 });
-  return { server, manager, signal: ctl.signal };
+  t.after(() => ctl.abort());
+  const manager = (nodeName: string | { podName: string; podNamespace: string }, log = recordingLogger()) => {
+    const m = new KubeManager({
+      client: f.client({ log }),
+      ...(typeof nodeName === 'string' ? { nodeName } : nodeName),
+      netConf,
+      annotationPrefix: 'flannel.alpha.coreos.com',
+      log,
+      informer: { backoff: { initialMs: 20, maxMs: 100 } },
+      retry: { initialMs: 20, maxMs: 100 },
+    });
+    void m.run(ctl.signal);
+    return m;
+  };
+  return { f, manager, signal: ctl.signal };
 }
 
-test('the lease is the node\'s podCIDR, waited for, and the annotations are flanneld\'s', async (t) => {
-  const { server, manager, signal } = await setup(t);
-  server.createNode('n1', {});
+const requests = (f: KubeFixture, what: 'list' | 'watch' | 'get' | 'patch'): number =>
+  f.server.requests.filter((r) => {
+    const watch = r.url.includes('watch=true');
+    if (what === 'patch') return r.method === 'PATCH';
+    if (what === 'watch') return watch;
+    if (what === 'list') return r.method === 'GET' && r.url.startsWith('/api/v1/nodes?') && !watch;
+    return r.method === 'GET' && /^\/api\/v1\/nodes\/[^?]+$/.test(r.url);
+  }).length;
+
+test('the lease is the node\'s podCIDR, waited for (node and podCIDR), and the annotations are flanneld\'s', async (t) => {
+  const { f, manager, signal } = await setup(t);
   const log = recordingLogger();
   const m = manager('n1', log);
   const acquiring = m.acquireLease(vxlanAttrs(1), signal);
-  await waitUntil('the wait is logged', () => log.lines.some((l) => /waiting for node "n1" to be assigned a podCIDR/.test(l.msg)));
-  server.updateNode('n1', (n) => (n.spec = { podCIDR: '198.18.7.0/24', podCIDRs: ['198.18.7.0/24'] }));
+  await waitUntil('the wait for the node is logged', () => log.lines.some((l) => l.msg === 'waiting for node "n1" to be registered'));
+  f.server.createNode('n1', {});
+  await waitUntil('the wait for the podCIDR is logged', () => log.lines.some((l) => l.msg === 'waiting for node "n1" to be assigned a podCIDR'));
+  f.server.updateNode('n1', (n) => (n.spec = { podCIDR: '198.18.7.0/24', podCIDRs: ['198.18.7.0/24'] }));
   const lease = await acquiring;
   assert.equal(lease.subnet.ipv4?.ip.value, parseIp('198.18.7.0').value);
-  const a = server.getNode('n1').metadata.annotations!;
+  const a = f.server.getNode('n1').metadata.annotations!;
   assert.equal(a[`${P}kube-subnet-manager`], 'true');
   assert.equal(a[`${P}backend-type`], 'vxlan');
   assert.equal(a[`${P}backend-data`], '{"VNI":1,"VtepMAC":"0e:00:00:00:00:01"}');
   assert.equal(a[`${P}public-ip`], '203.0.113.1');
   assert.equal(a['node.alpha.kubernetes.io/ttl'], '0', 'other annotations are kept');
-  assert.ok(server.requests.some((r) => r.startsWith('PATCH /api/v1/nodes/n1/status application/strategic-merge-patch+json')));
-  await m.networkUp();
-  assert.deepEqual(server.getNode('n1').status.conditions?.map((c) => [c['type'], c['status'], c['reason']]), [['NetworkUnavailable', 'False', 'FlannelIsUp']]);
-  assert.equal(await m.verifyLease(), true);
+  const patch = f.server.requests.find((r) => r.method === 'PATCH');
+  assert.equal(patch?.url, '/api/v1/nodes/n1/status');
+  assert.equal(patch?.contentType, 'application/strategic-merge-patch+json');
+  await m.networkUp(signal);
+  assert.deepEqual(f.server.getNode('n1').status.conditions?.map((c) => [c['type'], c['status'], c['reason']]), [['NetworkUnavailable', 'False', 'FlannelIsUp']]);
+  await waitUntil('the informer has the published node', async () => (await m.checkLease()).held);
   // A restarted agent finds what it published, to recreate its vxlan device with the same MAC.
-  assert.equal((await manager('n1').previousAttrs(parseIp('203.0.113.1')))?.backendData, '{"VNI":1,"VtepMAC":"0e:00:00:00:00:01"}');
+  assert.equal((await manager('n1').previousAttrs(parseIp('203.0.113.1'), signal))?.backendData, '{"VNI":1,"VtepMAC":"0e:00:00:00:00:01"}');
 });
 
 test('public-ip-overwrite is published instead of the detected address; a podCIDR outside the network is an error', async (t) => {
-  const { server, manager, signal } = await setup(t);
-  server.createNode('n1', { podCIDR: '198.18.3.0/24' }, { [`${P}public-ip-overwrite`]: '198.51.100.9' });
-  await manager('n1').acquireLease(vxlanAttrs(1), signal);
-  assert.equal(server.getNode('n1').metadata.annotations![`${P}public-ip`], '198.51.100.9');
-  server.createNode('n2', { podCIDR: '203.0.113.0/24' });
+  const { f, manager, signal } = await setup(t);
+  f.server.createNode('n1', { podCIDR: '198.18.3.0/24' }, { [`${P}public-ip-overwrite`]: '198.51.100.9' });
+  const lease = await manager('n1').acquireLease(vxlanAttrs(1), signal);
+  assert.equal(f.server.getNode('n1').metadata.annotations![`${P}public-ip`], '198.51.100.9');
+  assert.equal(lease.attrs.publicIp.value, parseIp('198.51.100.9').value);
+  f.server.createNode('n2', { podCIDR: '203.0.113.0/24' });
   await assert.rejects(manager('n2').acquireLease(vxlanAttrs(2), signal), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /doesn't contain "203\.0\.113\.0\/24" PodCIDR of the "n2" node/.test(err.message));
 });
 
-test('peers come from a list+watch: managed nodes only, deletion and podCIDR change are removals, bad annotations are skipped by name', async (t) => {
-  const { server, manager, signal } = await setup(t);
-  server.createNode('self', { podCIDR: '198.18.1.0/24' });
-  server.createNode('n2', { podCIDR: '198.18.2.0/24' }, peerAnnotations(2));
-  server.createNode('unmanaged', { podCIDR: '198.18.9.0/24' });
+test('one list and one watch serve the lease, the peers, holding and the health check; no GET of the node', async (t) => {
+  const { f, manager, signal } = await setup(t);
+  f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
+  f.server.createNode('n2', { podCIDR: '198.18.2.0/24' }, peerAnnotations(2));
+  const m = manager('self');
+  await m.previousAttrs(parseIp('203.0.113.1'), signal);
+  await m.acquireLease(vxlanAttrs(1), signal);
+  const view = followPeers(m, signal);
+  void (async () => {
+    for await (const _ of m.holdLease(signal)) void _;
+  })();
+  await waitUntil('n2 seen', () => view.peers.has('198.18.2.0/24'));
+  await waitUntil('held', async () => (await m.checkLease()).held);
+  const before = f.server.requests.length;
+  for (let i = 0; i < 5; i++) assert.equal((await m.checkLease()).held, true);
+  assert.equal(f.server.requests.length, before, 'the health check makes no request');
+  assert.deepEqual([requests(f, 'list'), requests(f, 'watch'), requests(f, 'get'), requests(f, 'patch')], [1, 1, 0, 1]);
+});
+
+test('peers: managed nodes only, deletion and podCIDR change are removals, bad annotations are skipped by name', async (t) => {
+  const { f, manager, signal } = await setup(t);
+  f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
+  f.server.createNode('n2', { podCIDR: '198.18.2.0/24' }, peerAnnotations(2));
+  f.server.createNode('unmanaged', { podCIDR: '198.18.9.0/24' });
   const log = recordingLogger();
   const m = manager('self', log);
   await m.acquireLease(vxlanAttrs(1), signal);
   const view = followPeers(m, signal);
   await waitUntil('n2 seen', () => view.peers.has('198.18.2.0/24'));
   assert.deepEqual([...view.peers.keys()], ['198.18.2.0/24'], 'own and unmanaged nodes are not peers');
-  server.createNode('n3', { podCIDR: '198.18.3.0/24' }, peerAnnotations(3));
-  server.createNode('bad', { podCIDR: '198.18.4.0/24' }, { ...peerAnnotations(4), [`${P}public-ip`]: 'not-an-ip' });
+  f.server.createNode('n3', { podCIDR: '198.18.3.0/24' }, peerAnnotations(3));
+  f.server.createNode('bad', { podCIDR: '198.18.4.0/24' }, { ...peerAnnotations(4), [`${P}public-ip`]: 'not-an-ip' });
+  f.server.createNode('outside', { podCIDR: '198.51.100.0/24' }, peerAnnotations(5));
   await waitUntil('n3 added', () => view.peers.has('198.18.3.0/24'));
-  assert.ok(log.lines.some((l) => l.level === 'warn' && /skipping node "bad"/.test(l.msg)));
-  server.updateNode('n3', (n) => (n.spec = { podCIDR: '198.18.33.0/24' }));
+  await waitUntil('bad skipped', () => log.lines.some((l) => l.level === 'warn' && l.msg.startsWith('skipping node "bad"')));
+  await waitUntil('outside skipped', () => log.lines.some((l) => l.level === 'warn' && l.msg === 'skipping node "outside": its podCIDR is outside the network'));
+  f.server.updateNode('n3', (n) => (n.spec = { podCIDR: '198.18.33.0/24' }));
   await waitUntil('podCIDR change', () => !view.peers.has('198.18.3.0/24') && view.peers.has('198.18.33.0/24'));
-  server.deleteNode('n2');
+  f.server.deleteNode('n2');
   await waitUntil('n2 removed', () => !view.peers.has('198.18.2.0/24'));
   const removed = view.batches.flat().filter((e) => e.type === 'removed');
   assert.equal(removed.length, 2);
-  assert.equal(removed.find((e) => e.lease.subnet.ipv4?.prefix === 24 && e.lease.attrs.publicIp.value === parseIp('203.0.113.2').value)?.lease.attrs.backendData, peerAnnotations(2)[`${P}backend-data`]);
+  assert.equal(removed.find((e) => e.lease.attrs.publicIp.value === parseIp('203.0.113.2').value)?.lease.attrs.backendData, peerAnnotations(2)[`${P}backend-data`]);
 });
 
-test('410 Gone and dropped watches lead to a re-list whose difference is delivered: nothing is missed', async (t) => {
-  const { server, manager, signal } = await setup(t);
-  server.createNode('self', { podCIDR: '198.18.1.0/24' });
-  server.createNode('n2', { podCIDR: '198.18.2.0/24' }, peerAnnotations(2));
-  const log = recordingLogger();
-  const m = manager('self', log);
-  await m.acquireLease(vxlanAttrs(1), signal);
-  const view = followPeers(m, signal);
-  await waitUntil('synced', () => view.peers.size === 1);
-  // In one synchronous step, so the client cannot reconnect in between: the watch drops, nodes
-  // change, and history is compacted away; the client's resume point is then 410 Gone.
-  server.dropWatches();
-  server.deleteNode('n2');
-  server.createNode('n5', { podCIDR: '198.18.5.0/24' }, peerAnnotations(5));
-  server.compact();
-  await waitUntil('the new set', () => view.peers.size === 1 && view.peers.has('198.18.5.0/24'));
-  assert.ok(log.lines.some((l) => /410 Gone/.test(l.msg)), 'the 410 was seen and led to a re-list');
-  assert.ok(view.batches.flat().some((e) => e.type === 'removed' && e.lease.subnet.ipv4?.ip.value === parseIp('198.18.2.0').value));
-});
-
-test('holdLease publishes the annotations again when someone removes them', async (t) => {
-  const { server, manager, signal } = await setup(t);
-  server.createNode('self', { podCIDR: '198.18.1.0/24' });
+test('holdLease publishes the annotations again when someone removes them, and yields a changed podCIDR', async (t) => {
+  const { f, manager, signal } = await setup(t);
+  f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
   const m = manager('self');
   await m.acquireLease(vxlanAttrs(1), signal);
-  const holding = (async () => {
-    for await (const _ of m.holdLease(signal)) void _;
+  const leases: string[] = [];
+  void (async () => {
+    for await (const l of m.holdLease(signal)) leases.push(`${l.subnet.ipv4?.ip.value}`);
   })();
-  await new Promise((r) => setTimeout(r, 100));
-  server.updateNode('self', (n) => delete n.metadata.annotations![`${P}public-ip`]);
-  await waitUntil('restored', () => server.getNode('self').metadata.annotations![`${P}public-ip`] === '203.0.113.1');
-  void holding;
+  await waitUntil('held', async () => (await m.checkLease()).held);
+  f.server.updateNode('self', (n) => delete n.metadata.annotations![`${P}public-ip`]);
+  await waitUntil('not held while removed, or already restored', async () => f.server.getNode('self').metadata.annotations![`${P}public-ip`] === '203.0.113.1');
+  f.server.updateNode('self', (n) => (n.spec = { podCIDR: '198.18.5.0/24' }));
+  await waitUntil('the new lease', () => leases.length === 1);
+  assert.equal(leases[0], `${parseIp('198.18.5.0').value}`);
+});
+
+test('a failing status patch is retried until it lands, each failure logged once', async (t) => {
+  const { f, manager, signal } = await setup(t);
+  f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
+  f.server.inject({ on: 'patch', kind: 'error', times: 2 });
+  const log = recordingLogger();
+  await manager('self', log).acquireLease(vxlanAttrs(1), signal);
+  assert.equal(f.server.getNode('self').metadata.annotations![`${P}public-ip`], '203.0.113.1');
+  const failures = log.lines.filter((l) => l.msg === 'could not patch node annotations of node "self"; retrying');
+  assert.deepEqual(failures.map((l) => (l['err'] as { code: string }).code), ['WEFT_ERR_KUBE_API', 'WEFT_ERR_KUBE_API']);
+});
+
+test('without NODE_NAME the node comes from the agent\'s Pod (POD_NAME, POD_NAMESPACE)', async (t) => {
+  const { f, manager, signal } = await setup(t);
+  f.server.createNode('worker-7', { podCIDR: '198.18.7.0/24' });
+  f.server.createPod('kube-flannel', 'kube-flannel-ds-x1', 'worker-7');
+  const lease = await manager({ podName: 'kube-flannel-ds-x1', podNamespace: 'kube-flannel' }).acquireLease(vxlanAttrs(7), signal);
+  assert.equal(lease.subnet.ipv4?.ip.value, parseIp('198.18.7.0').value);
+  await assert.rejects(manager({ podName: '', podNamespace: '' }).acquireLease(vxlanAttrs(7), signal), (err) => isWeftError(err, 'WEFT_ERR_CONFIG'));
 });

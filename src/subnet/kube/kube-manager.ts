@@ -1,30 +1,27 @@
 /**
  * The Kubernetes subnet manager (flannel-compat §6): the API server is the registry and each
- * Node's spec.podCIDR(s) is its lease. This node publishes its attributes as annotations (through
- * the nodes/status subresource, as flanneld with its ClusterRole), other nodes come from a
- * list+watch that never misses a change: a 410 Gone or a broken watch leads to a re-list whose
- * difference becomes events. Annotations of other nodes are untrusted input.
+ * Node's spec.podCIDR(s) is its lease. Everything it knows comes from one NodeInformer (one list
+ * and one watch for the whole agent): this node's podCIDR and annotations, the peers, and the
+ * health check's confirmation. Its only requests of its own are the strategic-merge patches of
+ * this node's status (annotations, NetworkUnavailable), each retried with backoff until it lands,
+ * and, without NODE_NAME, one GET of the agent's own Pod. Annotations of other nodes are
+ * untrusted input.
  */
-import { CoreV1Api, KubeConfig, PatchStrategy, Watch, setHeaderOptions } from '@kubernetes/client-node';
-import type { V1Node } from '@kubernetes/client-node';
-import { AsyncQueue } from '../../core/async-queue.js';
 import { delay } from '../../core/abort.js';
-import { Backoff } from '../../core/backoff.js';
-import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
+import { Backoff, type BackoffOptions } from '../../core/backoff.js';
+import { ErrorCodes, WeftError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../../config/network-config.js';
-import { containsCidr, formatCidr } from '../../ip/cidr.js';
+import { type Cidr, containsCidr, formatCidr } from '../../ip/cidr.js';
 import type { IpAddr } from '../../ip/ip.js';
-import { type Lease, type LeaseAttrs, type LeaseEvent, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../../lease/lease.js';
-import type { SubnetManager } from '../subnet-manager.js';
-import { type AnnotationNames, annotationNames, nodeLease, normalizePrefix, ownAnnotations, podCidrs } from './annotations.js';
+import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../../lease/lease.js';
+import type { LeaseCheck, SubnetManager } from '../subnet-manager.js';
+import { type AnnotationNames, type NodeRecord, annotationNames, nodeLease, nodeRecord, normalizePrefix, ownAnnotations, podCidrs } from './annotations.js';
+import type { KubeClient } from './kube-client.js';
+import { NodeInformer, type NodeInformerOptions } from './node-informer.js';
 
 export interface KubeManagerOptions {
-  /** API access: a kubeconfig file, an API URL, both, or neither (in-cluster). */
-  readonly kubeconfigFile?: string;
-  readonly apiUrl?: string;
-  /** Already-built configuration (tests). */
-  readonly kubeConfig?: KubeConfig;
+  readonly client: Pick<KubeClient, 'listNodes' | 'watchNodes' | 'lastAlive' | 'getPod' | 'patchNodeStatus'>;
   /** NODE_NAME, or found from POD_NAME and POD_NAMESPACE. */
   readonly nodeName?: string;
   readonly podName?: string;
@@ -33,45 +30,38 @@ export interface KubeManagerOptions {
   readonly netConf: string;
   readonly annotationPrefix: string;
   readonly log: Logger;
-  /** How often acquisition re-reads a Node that has no podCIDR yet. Default 1 s. */
-  readonly pollMs?: number;
-}
-
-type NodeChange = { readonly reset: readonly V1Node[] } | { readonly put: V1Node } | { readonly deleted: V1Node };
-
-export function kubeConfigFrom(options: { kubeconfigFile?: string; apiUrl?: string }): KubeConfig {
-  const kc = new KubeConfig();
-  if (options.kubeconfigFile) kc.loadFromFile(options.kubeconfigFile);
-  else if (options.apiUrl) kc.loadFromClusterAndUser({ name: 'weft', server: options.apiUrl, skipTLSVerify: false }, { name: 'weft' });
-  else kc.loadFromCluster();
-  if (options.kubeconfigFile && options.apiUrl) {
-    const cluster = kc.getCurrentCluster();
-    if (cluster) kc.clusters = kc.clusters.map((c) => (c.name === cluster.name ? { ...c, server: options.apiUrl! } : c));
-  }
-  return kc;
+  /** Informer settings (tests shorten them). */
+  readonly informer?: Pick<NodeInformerOptions, 'pageSize' | 'backoff' | 'watchTimeoutSeconds'>;
+  /** Backoff of the patch retries; default 1 s doubling to 30 s. */
+  readonly retry?: BackoffOptions;
 }
 
 export class KubeManager implements SubnetManager {
-  readonly #kc: KubeConfig;
-  readonly #core: CoreV1Api;
   readonly #options: KubeManagerOptions;
+  readonly #client: KubeManagerOptions['client'];
   readonly #names: AnnotationNames;
+  readonly #informer: NodeInformer;
   readonly #log: Logger;
   readonly #warned = new Map<string, string>();
-  #nodeName: string | undefined;
+  #nodeName: Promise<string> | undefined;
   #config: NetworkConfig | undefined;
   #attrs: LeaseAttrs | undefined;
   #lease: Lease | undefined;
 
   constructor(options: KubeManagerOptions) {
     this.#options = options;
-    this.#kc = options.kubeConfig ?? kubeConfigFrom({ ...(options.kubeconfigFile ? { kubeconfigFile: options.kubeconfigFile } : {}), ...(options.apiUrl ? { apiUrl: options.apiUrl } : {}) });
-    this.#core = this.#kc.makeApiClient(CoreV1Api);
-    this.#names = annotationNames(normalizePrefix(options.annotationPrefix));
+    this.#client = options.client;
+    const prefix = normalizePrefix(options.annotationPrefix);
+    this.#names = annotationNames(prefix);
     this.#log = options.log;
-    this.#nodeName = options.nodeName;
+    this.#informer = new NodeInformer({ api: options.client, prefix, log: options.log, ...options.informer });
+    if (options.nodeName) this.#nodeName = Promise.resolve(options.nodeName);
   }
 
+  /** Runs the Node informer until `signal` aborts; everything else reads it. */
+  run(signal: AbortSignal): Promise<void> {
+    return this.#informer.run(signal);
+  }
 
   async getNetworkConfig(): Promise<NetworkConfig> {
     const config = parseNetworkConfig(this.#options.netConf, 'kube');
@@ -82,58 +72,65 @@ export class KubeManager implements SubnetManager {
 
   async acquireLease(attrs: LeaseAttrs, signal: AbortSignal): Promise<Lease> {
     const config = this.#config ?? (await this.getNetworkConfig());
-    const name = await this.#ownName();
-    let waiting = false;
-    for (;;) {
-      const node = await this.#core.readNode({ name });
-      const cidrs = podCidrs(node);
+    const name = await this.#ownName(signal);
+    let waiting = '';
+    for await (const batch of this.#informer.changes(signal)) {
+      if (waiting && !batch.some((c) => c.node.metadata.name === name)) continue;
+      const node = this.#informer.get(name);
+      const cidrs = node ? podCidrs(node) : {};
       if ('problem' in cidrs) throw new WeftError(ErrorCodes.CONFIG, `node "${name}" ${cidrs.problem}`);
-      if ((config.enableIPv4 && cidrs.ipv4) || (!config.enableIPv4 && cidrs.ipv6)) {
-        if (config.enableIPv4 && config.network && !containsCidr(config.network, cidrs.ipv4!)) {
-          throw new WeftError(ErrorCodes.CONFIG, `subnet "${formatCidr(config.network)}" specified in the flannel net config doesn't contain "${formatCidr(cidrs.ipv4!)}" PodCIDR of the "${name}" node`);
+      const subnet = pickSubnets(config, cidrs);
+      if (node && subnet) {
+        if (subnet.ipv4 && config.network && !containsCidr(config.network, subnet.ipv4)) {
+          throw new WeftError(ErrorCodes.CONFIG, `subnet "${formatCidr(config.network)}" specified in the flannel net config doesn't contain "${formatCidr(subnet.ipv4)}" PodCIDR of the "${name}" node`);
         }
-        await this.#publish(node, attrs);
-        const subnet = { ...(config.enableIPv4 && cidrs.ipv4 ? { ipv4: cidrs.ipv4 } : {}), ...(config.enableIPv6 && cidrs.ipv6 ? { ipv6: cidrs.ipv6 } : {}) };
-        const published = await this.#core.readNode({ name });
-        const lease = nodeLease(published, this.#names, config);
+        const published = await this.#publish(name, attrs, signal);
         this.#attrs = attrs;
-        this.#lease = lease && !('problem' in lease) ? lease : { subnet, attrs };
-        this.#log.info({ node: name, subnet: formatSubnetPair(this.#lease.subnet) }, 'lease acquired from the node\'s podCIDR');
+        this.#lease = this.#ownLease(published, subnet, attrs);
+        this.#log.info({ node: name, subnet: formatSubnetPair(subnet) }, 'lease acquired from the node\'s podCIDR');
         return this.#lease;
       }
-      if (!waiting) this.#log.warn({ node: name }, `waiting for node "${name}" to be assigned a podCIDR`);
-      waiting = true;
-      await delay(this.#options.pollMs ?? 1000, signal);
+      const why = node ? `waiting for node "${name}" to be assigned a podCIDR` : `waiting for node "${name}" to be registered`;
+      if (why !== waiting) this.#log.warn({ node: name }, why);
+      waiting = why;
     }
+    throw signal.reason;
   }
 
-  /** Keeps this node's annotations as published; yields the lease when the podCIDR changes. */
+  /**
+   * Keeps this node's annotations as published (publishing them again when someone changes
+   * them) and yields the lease when the node's podCIDR changes.
+   */
   async *holdLease(signal: AbortSignal): AsyncGenerator<Lease> {
-    const name = await this.#ownName();
-    for await (const change of this.#nodeChanges(signal)) {
-      const node = 'reset' in change ? change.reset.find((n) => n.metadata?.name === name) : 'put' in change && change.put.metadata?.name === name ? change.put : undefined;
-      if (!node || !this.#attrs || !this.#lease) continue;
+    const name = await this.#ownName(signal);
+    const config = this.#config ?? (await this.getNetworkConfig());
+    for await (const batch of this.#informer.changes(signal)) {
+      if (!this.#attrs || !this.#lease || !batch.some((c) => c.node.metadata.name === name)) continue;
+      const node = this.#informer.get(name);
+      if (!node) {
+        this.#log.warn({ node: name }, `node "${name}" was deleted; keeping its lease until it is back`);
+        continue;
+      }
       const cidrs = podCidrs(node);
-      if (!('problem' in cidrs) && cidrs.ipv4 && this.#lease.subnet.ipv4 && formatCidr(cidrs.ipv4) !== formatCidr(this.#lease.subnet.ipv4)) {
-        this.#lease = { subnet: { ipv4: cidrs.ipv4, ...(cidrs.ipv6 ? { ipv6: cidrs.ipv6 } : {}) }, attrs: this.#attrs };
-        this.#log.warn({ node: name, subnet: formatSubnetPair(this.#lease.subnet) }, 'the node\'s podCIDR changed');
-        await this.#publish(node, this.#attrs).catch((err: unknown) => this.#log.error({ err }, 'could not publish annotations'));
+      const subnet = 'problem' in cidrs ? undefined : pickSubnets(config, cidrs);
+      if (subnet && !subnetPairEquals(subnet, this.#lease.subnet)) {
+        this.#log.warn({ node: name, subnet: formatSubnetPair(subnet) }, 'the node\'s podCIDR changed');
+        this.#lease = this.#ownLease(await this.#publish(name, this.#attrs, signal), subnet, this.#attrs);
         yield this.#lease;
         continue;
       }
-      if (Object.keys(ownAnnotations(this.#names, this.#attrs, node.metadata?.annotations ?? {})).length > 0) {
+      if (Object.keys(ownAnnotations(this.#names, this.#attrs, node.metadata.annotations)).length > 0) {
         this.#log.warn({ node: name }, 'this node\'s annotations were changed; publishing them again');
-        await this.#publish(node, this.#attrs).catch((err: unknown) => this.#log.error({ err }, 'could not publish annotations'));
+        await this.#publish(name, this.#attrs, signal);
       }
     }
   }
 
   async *watchLeases(signal: AbortSignal): AsyncGenerator<LeaseEvent[]> {
     const config = this.#config ?? (await this.getNetworkConfig());
-    const own = await this.#ownName();
+    const own = await this.#ownName(signal);
     const byNode = new Map<string, Lease>();
-    let first = true;
-    const set = (name: string, node: V1Node | undefined, out: LeaseEvent[]): void => {
+    const set = (name: string, node: NodeRecord | undefined, out: LeaseEvent[]): void => {
       const old = byNode.get(name);
       const lease = node && name !== own ? this.#peerLease(node, config) : undefined;
       if (old && (!lease || !subnetPairEquals(old.subnet, lease.subnet))) {
@@ -145,139 +142,126 @@ export class KubeManager implements SubnetManager {
         out.push({ type: 'added', lease });
       }
     };
-    for await (const change of this.#nodeChanges(signal)) {
+    let first = true;
+    for await (const batch of this.#informer.changes(signal)) {
       const out: LeaseEvent[] = [];
-      if ('reset' in change) {
-        const seen = new Set<string>();
-        for (const node of change.reset) {
-          const name = node.metadata?.name ?? '';
-          seen.add(name);
-          set(name, node, out);
-        }
-        for (const name of [...byNode.keys()]) if (!seen.has(name)) set(name, undefined, out);
-      } else if ('put' in change) set(change.put.metadata?.name ?? '', change.put, out);
-      else set(change.deleted.metadata?.name ?? '', undefined, out);
+      for (const c of batch) set(c.node.metadata.name, c.type === 'put' ? c.node : undefined, out);
       if (first || out.length > 0) yield out;
       first = false;
     }
   }
 
   /** The backend data this Node carries from an earlier run (flannel 0.28 reuses its VtepMAC). */
-  async previousAttrs(publicIp: IpAddr): Promise<LeaseAttrs | undefined> {
-    const node = await this.#core.readNode({ name: await this.#ownName() });
-    const a = node.metadata?.annotations ?? {};
-    const data = a[this.#names.backendData];
+  async previousAttrs(publicIp: IpAddr, signal: AbortSignal): Promise<LeaseAttrs | undefined> {
+    const name = await this.#ownName(signal);
+    await this.#informer.whenSynced(signal);
+    const data = this.#informer.get(name)?.metadata.annotations[this.#names.backendData];
     return data && data !== 'null' ? { publicIp, backendData: data } : undefined;
   }
 
-  async verifyLease(): Promise<boolean> {
-    if (!this.#attrs || !this.#lease) return false;
-    const node = await this.#core.readNode({ name: await this.#ownName() });
-    return Object.keys(ownAnnotations(this.#names, this.#attrs, node.metadata?.annotations ?? {})).length === 0;
+  /** From the informer's cache: no request. */
+  async checkLease(): Promise<LeaseCheck> {
+    const confirmedAt = this.#informer.contactAt();
+    const name = this.#nodeName ? await this.#nodeName : undefined;
+    const node = name ? this.#informer.get(name) : undefined;
+    if (!node || !this.#attrs || !this.#lease || !this.#config) return { held: false, confirmedAt };
+    const cidrs = podCidrs(node);
+    const subnet = 'problem' in cidrs ? undefined : pickSubnets(this.#config, cidrs);
+    const held = subnet !== undefined && subnetPairEquals(subnet, this.#lease.subnet) && Object.keys(ownAnnotations(this.#names, this.#attrs, node.metadata.annotations)).length === 0;
+    return { held, confirmedAt };
   }
 
-  /** NodeNetworkUnavailable=False, reason FlannelIsUp, once the network is up (spec §6.5). */
-  async networkUp(): Promise<void> {
+  /** NodeNetworkUnavailable=False, reason FlannelIsUp, once the network is up (spec §6.5); retried until it lands. */
+  async networkUp(signal: AbortSignal): Promise<void> {
+    const name = await this.#ownName(signal);
     const now = new Date().toISOString();
-    const body = {
+    const patch = {
       status: { conditions: [{ type: 'NetworkUnavailable', status: 'False', reason: 'FlannelIsUp', message: 'Flannel is running on this node', lastTransitionTime: now, lastHeartbeatTime: now }] },
     };
-    await this.#core.patchNodeStatus({ name: await this.#ownName(), body }, setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch));
+    await this.#patch(name, patch, 'NetworkUnavailable=False', signal);
   }
 
-  #peerLease(node: V1Node, config: NetworkConfig): Lease | undefined {
-    const name = node.metadata?.name ?? '?';
+  #ownLease(published: NodeRecord | undefined, subnet: SubnetPair, attrs: LeaseAttrs): Lease {
+    const lease = published && this.#config ? nodeLease(published, this.#names, this.#config) : undefined;
+    return lease && !('problem' in lease) ? { subnet, attrs: lease.attrs } : { subnet, attrs };
+  }
+
+  #peerLease(node: NodeRecord, config: NetworkConfig): Lease | undefined {
+    const name = node.metadata.name;
     const result = nodeLease(node, this.#names, config);
-    if (result && 'problem' in result) {
-      if (this.#warned.get(name) !== result.problem) {
-        this.#warned.set(name, result.problem);
-        this.#log.warn({ node: name }, `skipping node "${name}": ${result.problem}`);
-      }
+    let problem = result && 'problem' in result ? result.problem : undefined;
+    if (!problem && result && !('problem' in result) && result.subnet.ipv4 && config.network && !containsCidr(config.network, result.subnet.ipv4)) {
+      problem = 'its podCIDR is outside the network';
+    }
+    if (problem) {
+      if (this.#warned.get(name) !== problem) this.#log.warn({ node: name }, `skipping node "${name}": ${problem}`);
+      this.#warned.set(name, problem);
       return undefined;
     }
     this.#warned.delete(name);
-    if (result?.subnet.ipv4 && config.network && !containsCidr(config.network, result.subnet.ipv4)) {
-      this.#log.warn({ node: name }, `skipping node "${name}": its podCIDR is outside the network`);
-      return undefined;
+    return result && !('problem' in result) ? result : undefined;
+  }
+
+  /** Publishes `attrs` as the node's annotations if the cache says they differ; the Node as it is then. */
+  async #publish(name: string, attrs: LeaseAttrs, signal: AbortSignal): Promise<NodeRecord | undefined> {
+    const current = this.#informer.get(name);
+    const changed = ownAnnotations(this.#names, attrs, current?.metadata.annotations ?? {});
+    if (Object.keys(changed).length === 0) return current;
+    const answer = await this.#patch(name, { metadata: { annotations: changed } }, 'node annotations', signal);
+    this.#log.info({ node: name, annotations: Object.keys(changed) }, 'node annotations published');
+    return nodeRecord(answer, normalizePrefix(this.#options.annotationPrefix)) ?? current;
+  }
+
+  /** A status patch, retried with backoff (each failure logged once) until it lands or `signal` aborts. */
+  async #patch(name: string, patch: Record<string, unknown>, what: string, signal: AbortSignal): Promise<unknown> {
+    const backoff = new Backoff({ initialMs: 1000, maxMs: 30_000, ...this.#options.retry });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const answer = await this.#client.patchNodeStatus(name, patch, signal);
+        if (attempt > 1) this.#log.info({ node: name, attempts: attempt }, `${what} patched`);
+        return answer;
+      } catch (err) {
+        if (signal.aborted) throw signal.reason;
+        const retryAfter = (err as { retryAfterMs?: number }).retryAfterMs;
+        const waitMs = retryAfter ?? backoff.next();
+        this.#log.warn({ err, node: name, retryMs: waitMs }, `could not patch ${what} of node "${name}"; retrying`);
+        await delay(waitMs, signal);
+      }
     }
-    return result;
   }
 
-  async #publish(node: V1Node, attrs: LeaseAttrs): Promise<void> {
-    const changed = ownAnnotations(this.#names, attrs, node.metadata?.annotations ?? {});
-    if (Object.keys(changed).length === 0) return;
-    await this.#core.patchNodeStatus(
-      { name: node.metadata?.name ?? '', body: { metadata: { annotations: changed } } },
-      setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
-    );
-    this.#log.info({ node: node.metadata?.name, annotations: Object.keys(changed) }, 'node annotations published');
+  #ownName(signal: AbortSignal): Promise<string> {
+    this.#nodeName ??= this.#findNodeName(signal);
+    return this.#nodeName;
   }
 
-  async #ownName(): Promise<string> {
-    if (this.#nodeName) return this.#nodeName;
+  /** flanneld without NODE_NAME: GET the agent's own Pod for spec.nodeName, retried while the API fails. */
+  async #findNodeName(signal: AbortSignal): Promise<string> {
     const { podName, podNamespace } = this.#options;
     if (!podName || !podNamespace) throw new WeftError(ErrorCodes.CONFIG, 'env variables POD_NAME and POD_NAMESPACE must be set (or NODE_NAME)');
-    const pod = await this.#core.readNamespacedPod({ name: podName, namespace: podNamespace });
-    const nodeName = pod.spec?.nodeName;
-    if (!nodeName) throw new WeftError(ErrorCodes.CONFIG, `pod ${podNamespace}/${podName} has no spec.nodeName yet`);
-    this.#nodeName = nodeName;
-    return nodeName;
-  }
-
-  /** List, then watch from the list's resourceVersion; re-list after 410 Gone or a failure. */
-  async *#nodeChanges(signal: AbortSignal): AsyncGenerator<NodeChange> {
-    const backoff = new Backoff();
-    const watch = new Watch(this.#kc);
-    let rv: string | undefined;
-    while (!signal.aborted) {
+    const backoff = new Backoff({ initialMs: 1000, maxMs: 30_000, ...this.#options.retry });
+    for (;;) {
       try {
-        if (rv === undefined) {
-          const list = await this.#core.listNode();
-          rv = list.metadata?.resourceVersion ?? '0';
-          yield { reset: list.items };
-        }
-        const queue = new AsyncQueue<{ phase: string; obj: unknown } | { done: unknown }>();
-        const ctl = await watch.watch(
-          '/api/v1/nodes',
-          { resourceVersion: rv, allowWatchBookmarks: true },
-          (phase, obj) => queue.push({ phase, obj }),
-          (err) => queue.push({ done: err }),
-        );
-        const stop = (): void => ctl.abort();
-        signal.addEventListener('abort', stop, { once: true });
-        try {
-          for (;;) {
-            const item = await queue.next(signal);
-            if ('done' in item) {
-              if (item.done) throw item.done;
-              break; // closed by the server: resume from rv
-            }
-            const obj = item.obj as V1Node & { code?: number; reason?: string; message?: string };
-            if (item.phase === 'ERROR') {
-              rv = undefined;
-              this.#log.info({ code: obj.code, reason: obj.reason }, obj.code === 410 ? 'node watch expired (410 Gone); listing again' : `node watch error: ${obj.message ?? ''}; listing again`);
-              break;
-            }
-            if (obj.metadata?.resourceVersion) rv = obj.metadata.resourceVersion;
-            backoff.reset();
-            if (item.phase === 'ADDED' || item.phase === 'MODIFIED') yield { put: obj };
-            else if (item.phase === 'DELETED') yield { deleted: obj };
-          }
-        } finally {
-          signal.removeEventListener('abort', stop);
-          ctl.abort();
-        }
+        const pod = await this.#client.getPod(podNamespace, podName, signal);
+        const spec = pod['spec'];
+        const nodeName = typeof spec === 'object' && spec !== null ? (spec as Record<string, unknown>)['nodeName'] : undefined;
+        if (typeof nodeName !== 'string' || nodeName === '') throw new WeftError(ErrorCodes.CONFIG, `pod ${podNamespace}/${podName} has no spec.nodeName`);
+        return nodeName;
       } catch (err) {
-        if (signal.aborted) return;
-        rv = undefined;
-        const wait = backoff.next();
-        this.#log.warn({ err: err instanceof Error ? err : new Error(errorMessage(err)), retryMs: wait }, 'node list/watch failed; listing again');
-        try {
-          await delay(wait, signal);
-        } catch {
-          return;
-        }
+        if (signal.aborted) throw signal.reason;
+        if (err instanceof WeftError && err.code === ErrorCodes.CONFIG) throw err;
+        const waitMs = backoff.next();
+        this.#log.warn({ err, pod: `${podNamespace}/${podName}`, retryMs: waitMs }, 'could not read this agent\'s pod to find its node; retrying');
+        await delay(waitMs, signal);
       }
     }
   }
 }
+
+/** The subnets the config asks for out of the node's pod CIDRs, or undefined while one is missing. */
+function pickSubnets(config: NetworkConfig, cidrs: { ipv4?: Cidr; ipv6?: Cidr }): SubnetPair | undefined {
+  if (config.enableIPv4 && !cidrs.ipv4) return undefined;
+  if (!config.enableIPv4 && !cidrs.ipv6) return undefined;
+  return { ...(config.enableIPv4 && cidrs.ipv4 ? { ipv4: cidrs.ipv4 } : {}), ...(config.enableIPv6 && cidrs.ipv6 ? { ipv6: cidrs.ipv6 } : {}) };
+}
+

@@ -1,0 +1,351 @@
+/**
+ * A lean client for the few Kubernetes API calls weft makes, chosen over @kubernetes/client-node
+ * by measurement (docs/benchmarks.md): list and watch Nodes, get a Pod, strategic-merge patch a
+ * Node's status. Requests are made as client-go makes them (query parameters sorted, JSON,
+ * `Authorization: Bearer` read per request so a rotated token file is used at once).
+ *
+ * Every call has a deadline: unary requests `requestTimeoutMs` for the headers and for each gap
+ * in the body (ten times that in all); a watch `requestTimeoutMs` for its headers and its own
+ * `timeoutSeconds` plus a grace period for the stream, after which it ends as if the server had
+ * ended it; an HTTP/2 PING checks the connection under both. Bodies are bounded. Errors carry
+ * codes: WEFT_ERR_KUBE_API (an error status, with `status`, `reason`, `retryAfterMs`),
+ * WEFT_ERR_COMPACTED (410: the resourceVersion or continue token is gone), WEFT_ERR_UNAVAILABLE
+ * (no connection, a deadline, a body cut short), WEFT_ERR_PROTOCOL (malformed or oversized).
+ */
+import { readFile } from 'node:fs/promises';
+import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import type { KubeAccess, KubeAuth } from './kube-access.js';
+import { type Transport, type TransportResponse, createTransport } from './kube-transport.js';
+
+export class KubeApiError extends WeftError {
+  /** HTTP status (0 when the status came inside a watch stream without one). */
+  readonly status: number;
+  /** The Status object's reason, e.g. `Expired`, `TooManyRequests`. */
+  readonly reason: string;
+  /** From Retry-After or the Status details, when the server asked for a pause. */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(options: { status: number; reason: string; message: string; retryAfterMs?: number | undefined }) {
+    super(options.status === 410 ? ErrorCodes.COMPACTED : ErrorCodes.KUBE_API, options.message);
+    this.name = 'KubeApiError';
+    this.status = options.status;
+    this.reason = options.reason;
+    this.retryAfterMs = options.retryAfterMs;
+  }
+}
+
+export interface NodeListPage {
+  readonly items: readonly unknown[];
+  readonly resourceVersion: string;
+  readonly continue?: string;
+}
+
+export type NodeWatchEvent =
+  | { readonly type: 'ADDED' | 'MODIFIED' | 'DELETED'; readonly object: Readonly<Record<string, unknown>> }
+  | { readonly type: 'BOOKMARK'; readonly resourceVersion: string };
+
+/** What the node informer needs of a client; tests may give it another. */
+export interface NodeApi {
+  listNodes(query: { resourceVersion?: string; limit?: number; continue?: string }, signal: AbortSignal): Promise<NodeListPage>;
+  watchNodes(query: { resourceVersion: string; timeoutSeconds: number }, signal: AbortSignal): Promise<AsyncIterable<NodeWatchEvent>>;
+  lastAlive(): number;
+}
+
+export interface KubeClientOptions {
+  readonly access: KubeAccess;
+  readonly log: Logger;
+  readonly userAgent: string;
+  /** How long an answer may keep the client waiting: headers, each gap in a body. Default 30 s. */
+  readonly requestTimeoutMs?: number;
+  /** Idle time before an HTTP/2 PING, and how long its answer may take. Defaults 30 s and 15 s. */
+  readonly pingIntervalMs?: number;
+  readonly pingTimeoutMs?: number;
+}
+
+/** How long a watch may outlive its timeoutSeconds before the client ends it itself. */
+const watchGraceMs = 30_000;
+/** A list page of 500 Nodes is a few MB; a whole big cluster's list in one answer stays below this. */
+const maxListBytes = 512 * 2 ** 20;
+/** etcd refuses objects over 1.5 MB; a watch line is one object plus a few bytes. */
+const maxEventBytes = 16 * 2 ** 20;
+const maxOtherBytes = 16 * 2 ** 20;
+
+export class KubeClient implements NodeApi {
+  readonly #access: KubeAccess;
+  readonly #transport: Transport;
+  readonly #timeoutMs: number;
+  readonly #userAgent: string;
+
+  constructor(options: KubeClientOptions) {
+    this.#access = options.access;
+    this.#timeoutMs = options.requestTimeoutMs ?? 30_000;
+    this.#userAgent = options.userAgent;
+    this.#transport = createTransport({
+      server: options.access.server,
+      tls: options.access.tls,
+      log: options.log,
+      ...(options.pingIntervalMs ? { pingIntervalMs: options.pingIntervalMs } : {}),
+      ...(options.pingTimeoutMs ? { pingTimeoutMs: options.pingTimeoutMs } : {}),
+    });
+  }
+
+  get server(): string {
+    return this.#access.server.origin;
+  }
+
+  lastAlive(): number {
+    return this.#transport.lastAlive();
+  }
+
+  close(): void {
+    this.#transport.close();
+  }
+
+  async listNodes(query: { resourceVersion?: string; limit?: number; continue?: string }, signal: AbortSignal): Promise<NodeListPage> {
+    const params: Record<string, string> = {};
+    if (query.continue) params['continue'] = query.continue;
+    if (query.limit) params['limit'] = String(query.limit);
+    if (query.resourceVersion !== undefined && query.resourceVersion !== '') params['resourceVersion'] = query.resourceVersion;
+    const list = asObject(await this.#unary('GET', `/api/v1/nodes${queryString(params)}`, { signal, maxBytes: maxListBytes }), 'NodeList');
+    const meta = isObject(list['metadata']) ? list['metadata'] : {};
+    const rv = meta['resourceVersion'];
+    if (typeof rv !== 'string' || rv === '') throw protocolError('a NodeList without metadata.resourceVersion');
+    if (!Array.isArray(list['items'])) throw protocolError('a NodeList without items');
+    const cont = meta['continue'];
+    return { items: list['items'], resourceVersion: rv, ...(typeof cont === 'string' && cont !== '' ? { continue: cont } : {}) };
+  }
+
+  /**
+   * Opens a watch of Nodes from `resourceVersion`, with bookmarks; resolves once the server has
+   * accepted it. Iterating the events returns when the stream ends cleanly (the server's timeout,
+   * or this client's own deadline after it) and throws when it breaks; an ERROR event becomes a
+   * KubeApiError (410: WEFT_ERR_COMPACTED). Leaving the iteration early closes the stream.
+   */
+  async watchNodes(query: { resourceVersion: string; timeoutSeconds: number }, signal: AbortSignal): Promise<AsyncIterable<NodeWatchEvent>> {
+    const params = { allowWatchBookmarks: 'true', resourceVersion: query.resourceVersion, timeoutSeconds: String(query.timeoutSeconds), watch: 'true' };
+    const path = `/api/v1/nodes${queryString(params)}`;
+    const ctl = new AbortController();
+    const ended = new Error('watch deadline');
+    const noHeaders = unavailable(`no answer to GET ${path} within ${this.#timeoutMs} ms`);
+    const headerTimer = setTimeout(() => ctl.abort(noHeaders), this.#timeoutMs);
+    const both = AbortSignal.any([signal, ctl.signal]);
+    let res: TransportResponse;
+    try {
+      res = await this.#send('GET', path, { signal: both });
+      if (res.status !== 200) throw await statusError(res, path);
+    } catch (err) {
+      ctl.abort(ended);
+      if (signal.aborted) throw signal.reason;
+      if (ctl.signal.reason === noHeaders) throw noHeaders;
+      throw err;
+    } finally {
+      clearTimeout(headerTimer);
+    }
+    const bodyTimer = setTimeout(() => ctl.abort(ended), query.timeoutSeconds * 1000 + watchGraceMs);
+    return (async function* () {
+      let buffered = '';
+      try {
+        for await (const chunk of res.body) {
+          buffered += chunk.toString('utf8');
+          let nl: number;
+          while ((nl = buffered.indexOf('\n')) >= 0) {
+            const line = buffered.slice(0, nl).trim();
+            buffered = buffered.slice(nl + 1);
+            if (line !== '') yield parseWatchLine(line);
+          }
+          if (buffered.length > maxEventBytes) throw protocolError(`a watch event over ${maxEventBytes} bytes`);
+        }
+        if (buffered.trim() !== '') {
+          // A complete last object without its newline is still an event; half of one is a break.
+          let event: NodeWatchEvent;
+          try {
+            event = parseWatchLine(buffered);
+          } catch {
+            throw unavailable('the watch stream ended in the middle of an event');
+          }
+          yield event;
+        }
+      } catch (err) {
+        if (signal.aborted) throw signal.reason;
+        if (ctl.signal.reason === ended) return;
+        throw err;
+      } finally {
+        clearTimeout(bodyTimer);
+        ctl.abort(ended);
+      }
+    })();
+  }
+
+  async getPod(namespace: string, name: string, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`;
+    return asObject(await this.#unary('GET', path, { signal, maxBytes: maxOtherBytes }), 'Pod');
+  }
+
+  /** Strategic-merge patch of nodes/<name>/status, the only write flannel's ClusterRole allows. */
+  async patchNodeStatus(name: string, patch: Readonly<Record<string, unknown>>, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const path = `/api/v1/nodes/${encodeURIComponent(name)}/status`;
+    const body = JSON.stringify(patch);
+    return asObject(await this.#unary('PATCH', path, { signal, maxBytes: maxOtherBytes, body, contentType: 'application/strategic-merge-patch+json' }), 'Node');
+  }
+
+  /**
+   * One request and its JSON answer. The deadline covers the headers and then every gap between
+   * body chunks: a big list on a slow link may take long as long as it moves, an answer that
+   * stops moving is abandoned. A total of ten deadlines bounds even a trickle.
+   */
+  async #unary(method: 'GET' | 'PATCH', path: string, options: { signal: AbortSignal; maxBytes: number; body?: string; contentType?: string }): Promise<unknown> {
+    const ctl = new AbortController();
+    const stalled = unavailable(`no progress on ${method} ${path} for ${this.#timeoutMs} ms`);
+    let timer = setTimeout(() => ctl.abort(stalled), this.#timeoutMs);
+    const total = setTimeout(() => ctl.abort(unavailable(`${method} ${path} took over ${10 * this.#timeoutMs} ms`)), 10 * this.#timeoutMs);
+    const progress = (): void => {
+      clearTimeout(timer);
+      timer = setTimeout(() => ctl.abort(stalled), this.#timeoutMs);
+    };
+    const signal = AbortSignal.any([options.signal, ctl.signal]);
+    try {
+      const res = await this.#send(method, path, { ...options, signal });
+      progress();
+      if (res.status < 200 || res.status > 299) throw await statusError(res, path);
+      const text = await readAll(res, options.maxBytes, progress);
+      try {
+        return JSON.parse(text);
+      } catch (err) {
+        throw protocolError(`${method} ${path} answered with invalid JSON: ${text.slice(0, 120)}`, err);
+      }
+    } catch (err) {
+      if (options.signal.aborted) throw options.signal.reason;
+      if (ctl.signal.aborted) throw ctl.signal.reason;
+      throw err;
+    } finally {
+      clearTimeout(timer);
+      clearTimeout(total);
+    }
+  }
+
+  async #send(method: 'GET' | 'PATCH', path: string, options: { signal: AbortSignal; body?: string; contentType?: string }): Promise<TransportResponse> {
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': this.#userAgent };
+    const auth = await authorization(this.#access.auth);
+    if (auth) headers['authorization'] = auth;
+    if (options.contentType) headers['content-type'] = options.contentType;
+    return this.#transport.request({ method, path, headers, signal: options.signal, ...(options.body !== undefined ? { body: options.body } : {}) });
+  }
+}
+
+async function authorization(auth: KubeAuth): Promise<string | undefined> {
+  switch (auth.kind) {
+    case 'none':
+      return undefined;
+    case 'token':
+      return `Bearer ${auth.token}`;
+    case 'basic':
+      return `Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString('base64')}`;
+    case 'token-file': {
+      let token: string;
+      try {
+        token = (await readFile(auth.path, 'utf8')).trim();
+      } catch (err) {
+        throw new WeftError(ErrorCodes.CONFIG, `cannot read the token file ${auth.path}: ${errorMessage(err)}`, { cause: err });
+      }
+      return `Bearer ${token}`;
+    }
+  }
+}
+
+function queryString(params: Readonly<Record<string, string>>): string {
+  const keys = Object.keys(params).sort();
+  return keys.length === 0 ? '' : `?${keys.map((k) => `${k}=${encodeURIComponent(params[k]!)}`).join('&')}`;
+}
+
+async function readAll(res: TransportResponse, maxBytes: number, progress?: () => void): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    progress?.();
+    size += chunk.length;
+    if (size > maxBytes) {
+      res.cancel();
+      throw protocolError(`an answer over ${maxBytes} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  const declared = res.header('content-length');
+  if (declared !== undefined && Number(declared) !== size) throw unavailable(`the answer broke off after ${size} of ${declared} bytes`);
+  return Buffer.concat(chunks, size).toString('utf8');
+}
+
+/** A non-2xx answer as a KubeApiError, from its Status body when it has one. */
+async function statusError(res: TransportResponse, path: string): Promise<KubeApiError> {
+  let status: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = JSON.parse(await readAll(res, 1 << 20));
+    if (isObject(parsed)) status = parsed;
+  } catch {
+    // not a Status: the HTTP status alone says enough
+  }
+  const details = isObject(status['details']) ? status['details'] : {};
+  const retryAfterMs = parseRetryAfter(res.header('retry-after')) ?? (typeof details['retryAfterSeconds'] === 'number' ? details['retryAfterSeconds'] * 1000 : undefined);
+  const reason = typeof status['reason'] === 'string' ? status['reason'] : `HTTP ${res.status}`;
+  const message = typeof status['message'] === 'string' ? status['message'] : reason;
+  return new KubeApiError({ status: res.status, reason, message: `${path}: ${res.status} ${message}`, retryAfterMs });
+}
+
+function parseRetryAfter(value: string | undefined): number | undefined {
+  if (!value) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+function parseWatchLine(line: string): NodeWatchEvent {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(line);
+  } catch (err) {
+    throw unavailable('the watch stream carried a broken event', err);
+  }
+  const ev = asObject(parsed, 'watch event');
+  const object = asObject(ev['object'], 'watch event object');
+  switch (ev['type']) {
+    case 'ADDED':
+    case 'MODIFIED':
+    case 'DELETED':
+      return { type: ev['type'], object };
+    case 'BOOKMARK': {
+      const meta = isObject(object['metadata']) ? object['metadata'] : {};
+      const rv = meta['resourceVersion'];
+      if (typeof rv !== 'string' || rv === '') throw protocolError('a BOOKMARK without a resourceVersion');
+      return { type: 'BOOKMARK', resourceVersion: rv };
+    }
+    case 'ERROR': {
+      const code = typeof object['code'] === 'number' ? object['code'] : 0;
+      const reason = typeof object['reason'] === 'string' ? object['reason'] : 'Unknown';
+      return throwError(new KubeApiError({ status: code, reason, message: `node watch: ${code} ${typeof object['message'] === 'string' ? object['message'] : reason}` }));
+    }
+    default:
+      throw protocolError(`a watch event of type ${JSON.stringify(ev['type'])}`);
+  }
+}
+
+function throwError(err: Error): never {
+  throw err;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function asObject(v: unknown, what: string): Record<string, unknown> {
+  if (!isObject(v)) throw protocolError(`expected a ${what} object`);
+  return v;
+}
+
+function unavailable(message: string, cause?: unknown): WeftError {
+  return new WeftError(ErrorCodes.UNAVAILABLE, cause ? `${message}: ${errorMessage(cause)}` : message, cause ? { cause } : undefined);
+}
+
+function protocolError(message: string, cause?: unknown): WeftError {
+  return new WeftError(ErrorCodes.PROTOCOL, `unexpected answer from the Kubernetes API: ${message}`, cause ? { cause } : undefined);
+}

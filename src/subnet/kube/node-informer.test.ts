@@ -1,0 +1,211 @@
+/** The Node informer against the in-test API server over TLS: every fault ends in a converged cache. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { type KubeFixture, startKubeFixture } from '../../testing/kube-fixture.js';
+import { type RecordingLogger, recordingLogger } from '../../testing/recording-logger.js';
+import { waitUntil } from '../../testing/wait.js';
+import type { Fault } from '../../testing/kube-apiserver.js';
+import { type NodeChange, NodeInformer } from './node-informer.js';
+
+const P = 'flannel.alpha.coreos.com/';
+
+interface Running {
+  readonly informer: NodeInformer;
+  readonly log: RecordingLogger;
+  /** What a subscriber has seen, applied: name → podCIDR. */
+  readonly view: Map<string, string>;
+  readonly batches: NodeChange[][];
+}
+
+function start(t: { after(fn: () => void): void }, f: KubeFixture, options: { requestTimeoutMs?: number; watchTimeoutSeconds?: number; pageSize?: number } = {}): Running {
+  const log = recordingLogger();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const client = f.client({ log, ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}) });
+  const informer = new NodeInformer({
+    api: client,
+    prefix: P,
+    log,
+    backoff: { initialMs: 20, maxMs: 100 },
+    watchTimeoutSeconds: () => options.watchTimeoutSeconds ?? 300,
+    ...(options.pageSize ? { pageSize: options.pageSize } : {}),
+  });
+  void informer.run(ctl.signal);
+  const view = new Map<string, string>();
+  const batches: NodeChange[][] = [];
+  void (async () => {
+    for await (const batch of informer.changes(ctl.signal)) {
+      batches.push(batch);
+      for (const c of batch) {
+        if (c.type === 'put') view.set(c.node.metadata.name, c.node.spec.podCIDR ?? '');
+        else view.delete(c.node.metadata.name);
+      }
+    }
+  })();
+  return { informer, log, view, batches };
+}
+
+function addNodes(f: KubeFixture, count: number, from = 0): void {
+  for (let i = from; i < from + count; i++) {
+    f.server.createNode(`node-${i}`, { podCIDR: `198.18.${i % 250}.${i >= 250 ? 128 : 0}/25` }, { [`${P}public-ip`]: `203.0.113.${i % 250}`, 'other.example/pad': 'x'.repeat(2400) });
+  }
+}
+
+/** The server's nodes as the view should hold them. */
+function truth(f: KubeFixture): Map<string, string> {
+  const out = new Map<string, string>();
+  const list = f.server.store.list({});
+  if ('items' in list) for (const n of list.items) out.set(n.metadata.name, n.spec.podCIDR ?? '');
+  return out;
+}
+
+async function converged(f: KubeFixture, r: Running, what: string): Promise<void> {
+  await waitUntil(what, () => r.view.size === truth(f).size && [...truth(f)].every(([k, v]) => r.view.get(k) === v), 20_000);
+}
+
+test('the first list comes in pages (resourceVersion=0, limit), the cache keeps only flannel annotations, and changes arrive once', async (t) => {
+  const f = await startKubeFixture(t, { pageCap: 50 });
+  addNodes(f, 120);
+  const r = start(t, f);
+  await converged(f, r, 'synced');
+  const lists = f.server.requests.filter((q) => q.url.startsWith('/api/v1/nodes?') && !q.url.includes('watch=true'));
+  assert.equal(lists.length, 3);
+  assert.equal(lists[0]!.url, '/api/v1/nodes?limit=500&resourceVersion=0');
+  assert.deepEqual(Object.keys(r.informer.get('node-1')!.metadata.annotations), [`${P}public-ip`]);
+  assert.equal(r.batches[0]!.length, 120, 'one first batch with every node');
+  f.server.updateNode('node-1', (n) => (n.status = { heartbeat: 'later' }));
+  f.server.updateNode('node-2', (n) => (n.spec = { podCIDR: '198.18.251.0/25' }));
+  await waitUntil('node-2 moved', () => r.view.get('node-2') === '198.18.251.0/25');
+  assert.deepEqual(r.batches.slice(1).flat().map((c) => `${c.type} ${c.node.metadata.name}`), ['put node-2'], 'a status-only update is no change');
+});
+
+/** The issue's reproduction: the first list's body cut after 20 kB of about 500 kB. */
+test('a first list cut off mid-body is retried, logged once, and all 200 nodes arrive', async (t) => {
+  const f = await startKubeFixture(t);
+  addNodes(f, 200);
+  f.server.inject({ on: 'list', kind: 'cut', afterBytes: 20_000 });
+  const r = start(t, f);
+  await converged(f, r, 'all 200 nodes');
+  assert.equal(r.view.size, 200);
+  const failures = r.log.lines.filter((l) => l.msg === 'node list/watch failed; listing again');
+  assert.equal(failures.length, 1);
+  assert.equal((failures[0]!['err'] as { code: string }).code, 'WEFT_ERR_UNAVAILABLE');
+  await waitUntil('recovery is logged', () => r.log.lines.some((l) => l.msg === 'node list/watch works again'));
+});
+
+const faults: Array<[string, Fault]> = [
+  ['a watch stream closed in the middle of an event', { on: 'watch', kind: 'cut-event' }],
+  ['a watch whose connection is cut mid-event', { on: 'watch', kind: 'cut' }],
+  ['410 Gone on the watch', { on: 'watch', kind: 'gone' }],
+  ['429 with Retry-After on the list', { on: 'list', kind: 'throttle', retryAfterS: 1 }],
+  ['500 on the list', { on: 'list', kind: 'error', times: 2 }],
+  ['500 on the watch', { on: 'watch', kind: 'error' }],
+  ['a list that never answers', { on: 'list', kind: 'hang' }],
+  ['a list that stops halfway', { on: 'list', kind: 'stall' }],
+  ['a watch that never answers', { on: 'watch', kind: 'hang' }],
+];
+
+for (const [name, fault] of faults) {
+  test(`${name}: the informer lists again and misses no change`, async (t) => {
+    const f = await startKubeFixture(t);
+    addNodes(f, 5);
+    const r = start(t, f, { requestTimeoutMs: 500 });
+    await converged(f, r, 'synced');
+    f.server.inject(fault);
+    // A list fault needs a list: a 410 on the next watch makes one. The open watch ends first.
+    if (fault.on === 'list') f.server.inject({ on: 'watch', kind: 'gone' });
+    const injected = (fault.times ?? 1) + (fault.on === 'list' ? 1 : 0);
+    f.server.dropWatches();
+    // Changes while the fault plays out: a node added, one deleted, one moved.
+    f.server.updateNode('node-1', (n) => (n.spec = { podCIDR: '198.18.200.0/25' }));
+    f.server.deleteNode('node-2');
+    addNodes(f, 1, 9);
+    await waitUntil('every fault fired', () => f.server.faultsFired === injected);
+    await converged(f, r, `converged after ${name}`);
+    if (fault.kind === 'throttle') {
+      const line = r.log.lines.find((l) => l.msg === 'node list/watch failed; listing again');
+      assert.equal(line?.['retryMs'], 1000, 'Retry-After is honoured instead of the backoff');
+    }
+  });
+}
+
+test('a continue token that expires mid-list falls back to one unpaged list', async (t) => {
+  const f = await startKubeFixture(t, { pageCap: 2 });
+  addNodes(f, 5);
+  const log = recordingLogger();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const client = f.client({ log });
+  // Compact after the first page, as etcd's compaction would between two pages.
+  const api = {
+    listNodes: async (...args: Parameters<typeof client.listNodes>) => {
+      const page = await client.listNodes(...args);
+      if (!args[0].continue) f.server.compact();
+      return page;
+    },
+    watchNodes: client.watchNodes.bind(client),
+    lastAlive: () => client.lastAlive(),
+  };
+  const informer = new NodeInformer({ api, prefix: P, log, backoff: { initialMs: 20, maxMs: 100 } });
+  void informer.run(ctl.signal);
+  await informer.whenSynced(ctl.signal);
+  assert.equal(informer.size, 5);
+  assert.ok(log.lines.some((l) => l.msg === 'node list: the continue token expired; listing again in one piece'));
+});
+
+test('a clean end of the watch (its timeoutSeconds) resumes from the last resourceVersion without a list', async (t) => {
+  const f = await startKubeFixture(t);
+  addNodes(f, 3);
+  const r = start(t, f, { watchTimeoutSeconds: 1 });
+  await converged(f, r, 'synced');
+  await waitUntil('two watches', () => f.server.requests.filter((q) => q.url.includes('watch=true')).length >= 2, 10_000);
+  f.server.deleteNode('node-0');
+  await converged(f, r, 'deletion seen');
+  assert.equal(f.server.requests.filter((q) => !q.url.includes('watch=true')).length, 1, 'one list only');
+});
+
+test('410 after a compaction: the relist\'s difference is delivered as changes, unchanged nodes are not', async (t) => {
+  const f = await startKubeFixture(t);
+  addNodes(f, 4);
+  const r = start(t, f);
+  await converged(f, r, 'synced');
+  const before = r.batches.length;
+  // In one synchronous step, so the client cannot reconnect in between.
+  f.server.dropWatches();
+  f.server.deleteNode('node-1');
+  f.server.updateNode('node-2', (n) => (n.spec = { podCIDR: '198.18.222.0/25' }));
+  f.server.compact();
+  await converged(f, r, 'converged');
+  const after = r.batches.slice(before).flat().map((c) => `${c.type} ${c.node.metadata.name}`).sort();
+  assert.deepEqual(after, ['delete node-1', 'put node-2']);
+});
+
+test('the API server restarted with a change made while it was down: nothing is missed', async (t) => {
+  const f = await startKubeFixture(t);
+  addNodes(f, 4);
+  const r = start(t, f);
+  await converged(f, r, 'synced');
+  await f.restart({
+    whileDown: (server) => {
+      server.deleteNode('node-3');
+      server.createNode('late', { podCIDR: '198.18.240.0/25' });
+    },
+  });
+  await converged(f, r, 'converged after the restart');
+  assert.equal(r.view.get('late'), '198.18.240.0/25');
+});
+
+test('an API server restored from older state (504: too large resourceVersion) is listed from scratch', async (t) => {
+  const f = await startKubeFixture(t);
+  addNodes(f, 3);
+  const old = structuredClone(f.server.store.toJSON());
+  addNodes(f, 3, 3);
+  const r = start(t, f);
+  await converged(f, r, 'synced');
+  assert.equal(r.view.size, 6);
+  await f.restart({ state: old });
+  await converged(f, r, 'back to the three nodes of the old state');
+  assert.equal(r.view.size, 3);
+  const lists = f.server.requests.filter((q) => !q.url.includes('watch=true')).map((q) => q.url);
+  assert.ok(lists.includes('/api/v1/nodes?limit=500'), `a list of the most recent state, paged: ${lists.join(' ')}`);
+});

@@ -1,0 +1,78 @@
+/** The in-test API server's store behaves as kube-apiserver's list and watch do. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { type KubeNode, type ListResult, NodeStore, type StatusError } from './kube-store.js';
+
+const node = (name: string): KubeNode => ({ metadata: { name }, spec: { podCIDR: '198.18.1.0/24' }, status: {} });
+
+function filled(n: number): NodeStore {
+  const store = new NodeStore();
+  for (let i = 1; i <= n; i++) store.put(node(`n${i}`));
+  return store;
+}
+
+const ok = (r: ListResult | StatusError): ListResult => {
+  assert.ok(!('code' in r), `expected a list, got ${JSON.stringify(r)}`);
+  return r;
+};
+
+test('pages follow continue tokens at one snapshot: later writes do not show, remainingItemCount counts down', () => {
+  const store = filled(5);
+  const first = ok(store.list({ limit: 2 }));
+  assert.deepEqual(first.items.map((n) => n.metadata.name), ['n1', 'n2']);
+  assert.equal(first.remainingItemCount, 3);
+  store.put(node('n0'));
+  store.delete('n4');
+  const second = ok(store.list({ limit: 2, continue: first.continue! }));
+  assert.deepEqual(second.items.map((n) => n.metadata.name), ['n3', 'n4']);
+  assert.equal(second.resourceVersion, first.resourceVersion);
+  const third = ok(store.list({ limit: 2, continue: second.continue! }));
+  assert.deepEqual(third.items.map((n) => n.metadata.name), ['n5']);
+  assert.equal(third.continue, undefined);
+  assert.equal(ok(store.list({ pageCap: 10 })).items.length, 5, 'the new state: n0 in, n4 out');
+});
+
+test('a server may return fewer items than the limit (pageCap), and no limit means everything', () => {
+  const store = filled(5);
+  assert.equal(ok(store.list({ limit: 500, pageCap: 2 })).items.length, 2);
+  assert.equal(ok(store.list({ resourceVersion: '0' })).items.length, 5);
+});
+
+test('an expired continue token is 410 Expired; continue with a resourceVersion and a future resourceVersion are refused', () => {
+  const store = filled(3);
+  const first = ok(store.list({ limit: 1 }));
+  store.compact();
+  assert.equal((store.list({ continue: first.continue! }) as StatusError).code, 410);
+  assert.equal((store.list({ continue: 'garbage' }) as StatusError).code, 400);
+  assert.equal((store.list({ limit: 1, continue: ok(store.list({ limit: 1 })).continue!, resourceVersion: '0' }) as StatusError).code, 400);
+  const tooLarge = store.list({ resourceVersion: String(store.resourceVersion + 5) }) as StatusError;
+  assert.equal(tooLarge.code, 504);
+  assert.equal((tooLarge.details?.['causes'] as Array<{ reason: string }>)[0]?.reason, 'ResourceVersionTooLarge');
+});
+
+test('watch replay: history after a version, everything as ADDED from 0, 410 before the compaction point', () => {
+  const store = filled(2);
+  const rv = String(store.resourceVersion);
+  store.put(node('n3'));
+  store.put({ ...node('n1'), spec: { podCIDR: '198.18.9.0/24' } });
+  store.delete('n2');
+  const replay = store.replay(rv);
+  assert.ok(Array.isArray(replay));
+  assert.deepEqual(replay.map((e) => `${e.type} ${e.node.metadata.name}`), ['ADDED n3', 'MODIFIED n1', 'DELETED n2']);
+  const all = store.replay('0');
+  assert.ok(Array.isArray(all));
+  assert.deepEqual(all.map((e) => e.node.metadata.name).sort(), ['n1', 'n3']);
+  store.compact();
+  assert.equal((store.replay(rv) as StatusError).code, 410);
+});
+
+test('a restarted store keeps nodes and resourceVersion; watches from before the restart get 410', () => {
+  const store = filled(2);
+  const rv = String(store.resourceVersion - 1);
+  const again = new NodeStore(JSON.parse(JSON.stringify(store.toJSON())) as { rv: number; nodes: KubeNode[] });
+  assert.equal(again.resourceVersion, store.resourceVersion);
+  assert.equal(again.size, 2);
+  assert.equal((again.replay(rv) as StatusError).code, 410);
+  again.put(node('n3'));
+  assert.equal(again.resourceVersion, store.resourceVersion + 1);
+});
