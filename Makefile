@@ -60,6 +60,7 @@ test: setup lint
 
 bench: setup
 	node dist/bench/run.js
+	node dist/bench/kube-client-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/agent-bench.js
 
 demo: setup

@@ -1,8 +1,9 @@
 /**
  * `make bench`, data plane part (needs root): a weft cluster in namespaces, measuring
- * - convergence: 1000 vxlan leases already in etcd, agent started, time until all are programmed,
- *   and the agent's resident memory then;
- * - event latency: one lease added, one removed, time until the kernel's routes follow;
+ * - convergence: 1000 vxlan peers already in the registry (etcd leases, or Nodes in the in-test
+ *   API server over TLS), agent started, time until all are programmed, and the agent's resident
+ *   memory then;
+ * - event latency: one peer added, one removed, time until the kernel's routes follow;
  * - pod-to-pod TCP throughput with iperf3 for vxlan and host-gw, against the bare underlay.
  */
 import { spawn } from 'node:child_process';
@@ -13,6 +14,7 @@ import { Cluster, type ClusterNode } from '../src/testing/cluster.js';
 import { netnsSkipReason, nsExec } from '../src/testing/netns.js';
 import { formatIp } from '../src/ip/ip.js';
 import { waitUntil } from '../src/testing/wait.js';
+import { fakePeerNode, peerMac, peerPublicIp, peerSubnet } from '../src/testing/fake-nodes.js';
 
 const runs = Number(process.env['BENCH_RUNS'] ?? 5);
 /**
@@ -24,16 +26,37 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 const fmt = (x: number, d = 0): string => x.toFixed(d);
 const say = (line = ''): void => void process.stdout.write(line + '\n');
 
+/** The i-th peer as an etcd lease: the same subnet, public IP and VtepMAC as fakePeerNode(i). */
 function leaseValue(i: number): string {
-  const ip = i < 230 ? `203.0.113.${20 + i}` : `198.51.100.${1 + ((i - 230) % 254)}`;
-  const mac = `0e:00:00:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
-  return `{"PublicIP":"${ip}","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${mac}"}}`;
+  return `{"PublicIP":"${peerPublicIp(i)}","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${peerMac(i)}"}}`;
 }
 
-/** Key of the i-th /26 of 198.18.0.0/15, skipping the first (below SubnetMin). */
 function leaseKey(i: number): string {
-  const v = (198 << 24) + (18 << 16) + (i + 1) * 64;
-  return `/coreos.com/network/subnets/${v >>> 24}.${(v >> 16) & 255}.${(v >> 8) & 255}.${v & 255}-26`;
+  return `/coreos.com/network/subnets/${peerSubnet(i).replace('/', '-')}`;
+}
+
+type Registry = 'etcd' | 'kube';
+const config = '{"Network":"198.18.0.0/15","SubnetLen":26,"Backend":{"Type":"vxlan"}}';
+
+/**
+ * One node namespace and its registry holding `peers` peers. In kube mode the agent's own Node
+ * has a podCIDR after theirs, and its kubeconfig is JSON, as an in-cluster agent loads no YAML
+ * parser (loading one costs 1.3 MB, docs/benchmarks.md).
+ */
+async function benchCluster(registry: Registry, peers: number): Promise<Cluster> {
+  if (registry === 'etcd') {
+    const cluster = await Cluster.create({ nodes: 1, config });
+    await populate(cluster, peers);
+    return cluster;
+  }
+  const cluster = await Cluster.create({ nodes: 1, config, kube: { podCidr: () => peerSubnet(peers + 999), kubeconfigJson: true } });
+  try {
+    for (let i = 0; i < peers; i += 250) await cluster.kubeCommand({ op: 'put', nodes: Array.from({ length: Math.min(250, peers - i) }, (_, j) => fakePeerNode(i + j)) });
+  } catch (err) {
+    await cluster.destroy();
+    throw err;
+  }
+  return cluster;
 }
 
 interface Memory {
@@ -93,16 +116,15 @@ interface ConvergenceRow {
   windowMax: number;
 }
 
-async function convergenceRun(env: NodeJS.ProcessEnv, peers: number, latencies?: { add: number[]; del: number[] }): Promise<ConvergenceRow> {
-  const cluster = await Cluster.create({ nodes: 1, config: '{"Network":"198.18.0.0/15","SubnetLen":26,"Backend":{"Type":"vxlan"}}' });
+async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers: number, latencies?: { add: number[]; del: number[] }): Promise<ConvergenceRow> {
+  const cluster = await benchCluster(registry, peers);
   try {
-    await populate(cluster, peers);
     const node = cluster.nodes[0]!;
     const t0 = Date.now();
     const agent = cluster.startAgent(node, [], env);
     await waitUntil('all peers programmed', () => node.log.includes('"msg":"initial peers programmed"'), 120_000);
     const done = logTime(node.log, 'initial peers programmed')!;
-    const acquired = logTime(node.log, 'lease acquired')!;
+    const acquired = logTime(node.log, registry === 'etcd' ? 'lease acquired' : 'lease acquired from the node\'s podCIDR')!;
     const synced = node.log.split('\n').find((l) => l.includes('"msg":"initial peers programmed"'))!;
     if ((JSON.parse(synced) as { peers: number }).peers !== peers || node.log.includes('"level":"error"')) throw new Error(`agent did not program ${peers} peers:\n${node.log.slice(-2000)}`);
     const routes = (await nsExec(node.ns, 'ip', ['route', 'show', 'dev', 'flannel.1'])).trim().split('\n').length;
@@ -120,7 +142,7 @@ async function convergenceRun(env: NodeJS.ProcessEnv, peers: number, latencies?:
     const { peak } = await memory(agent.pid!);
     if (process.env['BENCH_VERBOSE']) process.stderr.write(`${node.log}\n${await largestRegions(agent.pid!)}\n`);
     if (latencies) {
-      await eventLatency(cluster, node, peers, latencies).catch((err: unknown) => {
+      await eventLatency(registry, cluster, node, peers, latencies).catch((err: unknown) => {
         process.stderr.write(`agent log:\n${node.log.split('\n').slice(-40).join('\n')}\n`);
         throw err;
       });
@@ -149,55 +171,70 @@ async function largestRegions(pid: number): Promise<string> {
 
 async function convergence(): Promise<void> {
   const peers = 1000;
-  const latencies: { add: number[]; del: number[] } = { add: [], del: [] };
-  const results: Array<{ name: string; flags: string; rows: ConvergenceRow[] }> = [];
-  for (const profile of profiles()) {
-    const rows: ConvergenceRow[] = [];
-    for (let run = 0; run < runs; run++) rows.push(await convergenceRun(profile.env, peers, results.length === 0 ? latencies : undefined));
-    results.push({ name: profile.name, flags: profile.env['WEFT_NODE_FLAGS'] ?? '', rows });
+  const registries = (process.env['BENCH_REGISTRIES'] ?? 'etcd,kube').split(',') as Registry[];
+  const latencies = new Map<Registry, { add: number[]; del: number[] }>();
+  const results: Array<{ registry: Registry; name: string; flags: string; rows: ConvergenceRow[] }> = [];
+  for (const registry of registries) {
+    latencies.set(registry, { add: [], del: [] });
+    // kube mode: the shipped flags only; the flag comparison is the same in both modes.
+    for (const profile of registry === 'etcd' ? profiles() : profiles().slice(0, 1)) {
+      const rows: ConvergenceRow[] = [];
+      const first = !results.some((r) => r.registry === registry);
+      for (let run = 0; run < runs; run++) rows.push(await convergenceRun(registry, profile.env, peers, first ? latencies.get(registry) : undefined));
+      results.push({ registry, name: profile.name, flags: profile.env['WEFT_NODE_FLAGS'] ?? '', rows });
+    }
   }
   const med = (rows: ConvergenceRow[], f: (r: ConvergenceRow) => number, d = 0): string => fmt(median(rows.map(f)), d);
-  say('### Agent convergence: 1000 peers already in etcd');
+  say('### Agent convergence: 1000 peers already in the registry');
   say();
-  say(`One node namespace, a real etcd holding ${peers} vxlan leases, \`weft agent\` started; "programmed" is the agent's own log line after its first full reconcile (1000 ARP + 1000 FDB + 1000 route entries, checked with \`ip route\`). Resident memory (VmRSS; in brackets its anonymous and file-backed parts) 1 s and 10 s after that line, the largest of its samples every 5 s from 10 to ${windowS} s (the agent re-lists the kernel every 60 s), and the peak (VmHWM). Medians of ${runs}.`);
+  say(
+    `One node namespace, \`weft agent\` started with ${peers} vxlan peers already in its registry: leases in a real etcd, or Nodes (about 2.8 kB each, as kubelet-registered Nodes are) in the in-test API server over TLS (HTTP/2, a CA, a token file; kubeconfig in JSON). ` +
+      `"programmed" is the agent's own log line after its first full reconcile (1000 ARP + 1000 FDB + 1000 route entries, checked with \`ip route\`). ` +
+      `Resident memory (VmRSS; in brackets its anonymous and file-backed parts) 1 s and 10 s after that line, the largest of its samples every 5 s from 10 to ${windowS} s (the agent re-lists the kernel every 60 s), and the peak (VmHWM). Medians of ${runs}.`,
+  );
   say();
-  say(`| agent | process start → all peers programmed (ms) | lease acquired → all peers programmed (ms) | RSS after 1 s (MB) | RSS after 10 s (MB) [anon + file] | largest RSS, 10-${windowS} s (MB) | peak RSS (MB) |`);
-  say('|---|---|---|---|---|---|---|');
-  for (const { name, flags, rows } of results) {
+  say(`| registry | agent | process start → all peers programmed (ms) | lease acquired → all peers programmed (ms) | RSS after 1 s (MB) | RSS after 10 s (MB) [anon + file] | largest RSS, 10-${windowS} s (MB) | peak RSS (MB) |`);
+  say('|---|---|---|---|---|---|---|---|');
+  for (const { registry, name, flags, rows } of results) {
     const label = flags ? `${name}: \`WEFT_NODE_FLAGS='${flags}'\`` : name;
-    say(`| ${label} | ${med(rows, (r) => r.total)} | ${med(rows, (r) => r.programming)} | ${med(rows, (r) => r.early.rss, 1)} | ${med(rows, (r) => r.settled.rss, 1)} [${med(rows, (r) => r.settled.anon, 1)} + ${med(rows, (r) => r.settled.file, 1)}] | ${med(rows, (r) => r.windowMax, 1)} | ${med(rows, (r) => r.settled.peak, 1)} |`);
+    say(`| ${registry} | ${label} | ${med(rows, (r) => r.total)} | ${med(rows, (r) => r.programming)} | ${med(rows, (r) => r.early.rss, 1)} | ${med(rows, (r) => r.settled.rss, 1)} [${med(rows, (r) => r.settled.anon, 1)} + ${med(rows, (r) => r.settled.file, 1)}] | ${med(rows, (r) => r.windowMax, 1)} | ${med(rows, (r) => r.settled.peak, 1)} |`);
   }
   say();
   say('### Event latency');
   say();
-  say(`With the 1000 peers programmed (agent as shipped): one lease written to etcd, then deleted, by a process in the node's namespace, which times from its etcd write returning to the kernel's route notification (netlink, no polling). Medians of ${latencies.add.length} (runs × 5).`);
+  say(
+    `With the 1000 peers programmed (agent as shipped): one peer added, then removed, by a process in the node's namespace (etcd: a lease written and deleted; kube: a Node created and deleted by an admin), which times from the registry's answer to the kernel's route notification (netlink, no polling). Medians of ${runs * 5} (runs × 5).`,
+  );
   say();
-  say('| lease added → route in kernel (ms) | lease removed → route gone (ms) |');
-  say('|---|---|');
-  say(`| ${fmt(median(latencies.add), 1)} | ${fmt(median(latencies.del), 1)} |`);
+  say('| registry | peer added → route in kernel (ms) | peer removed → route gone (ms) |');
+  say('|---|---|---|');
+  for (const [registry, l] of latencies) say(`| ${registry} | ${fmt(median(l.add), 1)} | ${fmt(median(l.del), 1)} |`);
   say();
 }
 
-async function eventLatency(cluster: Cluster, node: ClusterNode, base: number, out: { add: number[]; del: number[] }): Promise<void> {
+async function eventLatency(registry: Registry, cluster: Cluster, node: ClusterNode, base: number, out: { add: number[]; del: number[] }): Promise<void> {
   const monitorScript = fileURLToPath(new URL('./route-monitor.js', import.meta.url));
-  const mon = spawn('ip', ['netns', 'exec', node.ns, process.execPath, monitorScript, cluster.endpoint], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const tls = cluster.api?.adminTls;
+  const args = registry === 'kube' && cluster.api && tls ? ['kube', cluster.api.url, tls.ca, tls.cert, tls.key] : ['etcd', cluster.endpoint];
+  const mon = spawn('ip', ['netns', 'exec', node.ns, process.execPath, monitorScript, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: mon.stdout! })[Symbol.asyncIterator]();
   const next = async (): Promise<number> => {
     const r = await lines.next();
     if (r.done) throw new Error('route monitor ended early');
     return Number(r.value);
   };
-  // Never the agent's own subnet: a write there is an overwrite of its lease, which it undoes.
+  // Never the agent's own subnet: in etcd mode a write there is an overwrite of its lease, which it undoes.
   const own = (await cluster.subnetEnv(node))?.subnet;
   const ownKey = own ? `/coreos.com/network/subnets/${formatIp(own.ip)}-${own.prefix}` : '';
   const indexes = Array.from({ length: 6 }, (_, i) => base + 10 + i).filter((i) => leaseKey(i) !== ownKey).slice(0, 5);
   try {
     await lines.next(); // ready
     for (const i of indexes) {
-      const key = leaseKey(i);
-      mon.stdin!.write(`${key} ${leaseValue(i)}\n`);
+      const peer = fakePeerNode(i);
+      const [name, value] = registry === 'kube' ? [peer.metadata.name, JSON.stringify(peer)] : [leaseKey(i), leaseValue(i)];
+      mon.stdin!.write(`${name} ${value}\n`);
       out.add.push(await next());
-      mon.stdin!.write(`${key} -\n`);
+      mon.stdin!.write(`${name} -\n`);
       out.del.push(await next());
     }
   } finally {

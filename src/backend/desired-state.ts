@@ -3,7 +3,7 @@
  * with the kernel: neighbours by device and IP, FDB entries by device and MAC, routes by
  * destination. Pure: no I/O.
  */
-import { cidrEquals, formatCidr } from '../ip/cidr.js';
+import { cidrEquals } from '../ip/cidr.js';
 import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
 import type { FdbInfo, FdbSpec, NeighbourChange, NeighbourSpec, NetlinkChange, RouteInfo, RouteSpec } from '../netlink/netlink.js';
 
@@ -13,9 +13,11 @@ export interface PeerProgram {
   readonly routes: readonly RouteSpec[];
 }
 
-export const routeKey = (r: RouteSpec): string => formatCidr(r.dst);
-export const neighKey = (n: { index: number; ip: IpAddr }): string => `${n.index} ${formatIp(n.ip)}`;
-export const fdbKey = (f: { index: number; mac: string }): string => `${f.index} ${f.mac}`;
+// Keys made with join, not template literals: join gives one flat string, a template literal a
+// chain of concatenations that a Map keeps as three objects (about 60 bytes more per key).
+export const routeKey = (r: RouteSpec): string => [formatIp(r.dst.ip), r.dst.prefix].join('/');
+export const neighKey = (n: { index: number; ip: IpAddr }): string => [n.index, formatIp(n.ip)].join(' ');
+export const fdbKey = (f: { index: number; mac: string }): string => [f.index, f.mac].join(' ');
 const sameIp = (a: IpAddr | undefined, b: IpAddr | undefined): boolean => (a && b ? ipEquals(a, b) : a === b);
 const RT_TABLE_MAIN = 254;
 
@@ -47,10 +49,11 @@ export interface ChangeScope {
 
 /**
  * Entries by key. Two peers may want an entry under one key (two leases with one VtepMAC): the
- * one added last counts, and removing it brings back the other.
+ * one added last counts, and removing it brings back the other. A key with one entry (nearly all
+ * of them) holds it directly; only shared keys hold a list, which saves an array per entry.
  */
-export class EntryIndex<T> {
-  readonly #byKey = new Map<string, T[]>();
+export class EntryIndex<T extends object> {
+  readonly #byKey = new Map<string, T | Shared<T>>();
   readonly #key: (entry: T) => string;
 
   constructor(key: (entry: T) => string) {
@@ -62,7 +65,8 @@ export class EntryIndex<T> {
   }
 
   get(key: string): T | undefined {
-    return this.#byKey.get(key)?.at(-1);
+    const v = this.#byKey.get(key);
+    return v instanceof Shared ? v.entries.at(-1) : v;
   }
 
   has(key: string): boolean {
@@ -70,24 +74,39 @@ export class EntryIndex<T> {
   }
 
   *[Symbol.iterator](): IterableIterator<[string, T]> {
-    for (const [key, list] of this.#byKey) yield [key, list[list.length - 1]!];
+    for (const [key, v] of this.#byKey) yield [key, v instanceof Shared ? v.entries[v.entries.length - 1]! : v];
   }
 
   add(entry: T): void {
     const key = this.#key(entry);
-    const list = this.#byKey.get(key);
-    if (list) list.push(entry);
-    else this.#byKey.set(key, [entry]);
+    const v = this.#byKey.get(key);
+    if (v === undefined) this.#byKey.set(key, entry);
+    else if (v instanceof Shared) v.entries.push(entry);
+    else this.#byKey.set(key, new Shared([v, entry]));
   }
 
   /** Removes this very entry (by identity). */
   remove(entry: T): void {
     const key = this.#key(entry);
-    const list = this.#byKey.get(key);
-    const at = list?.lastIndexOf(entry) ?? -1;
-    if (!list || at < 0) return;
-    list.splice(at, 1);
-    if (list.length === 0) this.#byKey.delete(key);
+    const v = this.#byKey.get(key);
+    if (v === entry) {
+      this.#byKey.delete(key);
+      return;
+    }
+    if (!(v instanceof Shared)) return;
+    const at = v.entries.lastIndexOf(entry);
+    if (at < 0) return;
+    v.entries.splice(at, 1);
+    if (v.entries.length === 1) this.#byKey.set(key, v.entries[0]!);
+  }
+}
+
+/** The entries of a key that several peers want, oldest first. */
+class Shared<T> {
+  readonly entries: T[];
+
+  constructor(entries: T[]) {
+    this.entries = entries;
   }
 }
 

@@ -239,7 +239,7 @@ export class Reconciler {
    * Makes one kind of kernel entry (`have`: those in scope) equal to `want`: writes what is
    * missing or different, removes what no peer wants. Returns the number of changes.
    */
-  async #converge<W, H>(
+  async #converge<W extends object, H>(
     what: string,
     want: EntryIndex<W>,
     have: ReadonlyMap<string, H>,

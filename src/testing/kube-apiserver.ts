@@ -7,7 +7,8 @@
  *   nodes/status patch, pods get: flannel's ClusterRole) or admins (everything); 403 otherwise;
  * - discovery (/api, /apis, /api/v1) for kubectl; nodes list (pages, continue, resourceVersion),
  *   get, watch (history replay, bookmarks, timeoutSeconds, 410 Expired), PATCH of nodes and
- *   nodes/status (strategic merge with conditions merged by type, or JSON merge); pods get;
+ *   nodes/status (strategic merge with conditions merged by type, or JSON merge), POST and DELETE
+ *   of nodes (admins); pods get;
  * - faults a test switches on (`inject`): a body cut off with the connection, a watch stream ended
  *   in the middle of an event, part of a body and then silence, 410 Gone, 429 with Retry-After,
  *   500, an answer that never comes.
@@ -271,6 +272,16 @@ export class KubeApiServer {
       const text = await readBody(req);
       return this.#answer(res, 'patch', () => this.#patch(name, text, String(req.headers['content-type'] ?? '')));
     }
+    if (method === 'POST' && !name) {
+      const text = await readBody(req);
+      return this.#answer(res, 'patch', () => this.#create(text));
+    }
+    if (method === 'DELETE' && name && !sub) {
+      const node = this.store.get(name);
+      if (!node) return sendStatus(res, notFound(name));
+      this.store.delete(name);
+      return send(res, 200, node);
+    }
     return sendStatus(res, { code: 405, reason: 'MethodNotAllowed', message: `${method} is not supported` });
   }
 
@@ -310,6 +321,19 @@ export class KubeApiServer {
     res.write(part);
     this.#hanging.add(res);
     res.on('close', () => this.#hanging.delete(res));
+  }
+
+  #create(text: string): KubeNode | StatusError {
+    let node: KubeNode;
+    try {
+      node = JSON.parse(text) as KubeNode;
+    } catch (err) {
+      return { code: 400, reason: 'BadRequest', message: `error decoding body: ${(err as Error).message}` };
+    }
+    const name = node?.metadata?.name;
+    if (typeof name !== 'string' || name === '') return { code: 422, reason: 'Invalid', message: 'metadata.name: Required value' };
+    if (this.store.get(name)) return { code: 409, reason: 'AlreadyExists', message: `nodes "${name}" already exists` };
+    return this.store.put({ ...node, spec: node.spec ?? {}, status: node.status ?? {} });
   }
 
   #patch(name: string, text: string, contentType: string): KubeNode | StatusError {

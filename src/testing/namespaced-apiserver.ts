@@ -60,6 +60,11 @@ export class NamespacedApiServer {
     return this.#process?.pid;
   }
 
+  /** PEM files for an admin client: the CA, and the client certificate (CN=client) and key. */
+  get adminTls(): { ca: string; cert: string; key: string } {
+    return { ca: this.#ca.caFile, cert: this.#ca.clientCert, key: this.#ca.clientKey };
+  }
+
   /** Sends a command (kube-apiserver-main's protocol) and returns the answer's JSON text. */
   async command(cmd: Record<string, unknown>): Promise<string> {
     if (!this.#process || !this.#replies) throw new Error('the API server is not running');

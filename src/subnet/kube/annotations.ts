@@ -47,52 +47,63 @@ export function annotationNames(normalizedPrefix: string): AnnotationNames {
   };
 }
 
-/** The Node fields weft reads. */
-export interface NodeLike {
-  readonly metadata?: { readonly name?: string; readonly annotations?: Readonly<Record<string, string>> };
-  readonly spec?: { readonly podCIDR?: string; readonly podCIDRs?: readonly string[] };
+/**
+ * What weft keeps of a Node: its name, pod CIDRs (spec.podCIDRs, or spec.podCIDR when that list
+ * is empty, as flannel reads them) and the annotations under flannel's prefix. A real Node object
+ * is kilobytes (status, images, managed fields); this is about 200 bytes.
+ */
+export interface NodeRecord {
+  readonly name: string;
+  readonly podCidrs: readonly string[];
+  readonly annotations: Readonly<Record<string, string>>;
 }
 
 /**
- * What weft keeps of a Node: its name, pod CIDRs and the annotations under flannel's prefix. A
- * real Node object is kilobytes (status, images, managed fields); this is a few hundred bytes.
+ * Turns Node objects (untrusted JSON) into records. Values that recur across Nodes ("true",
+ * "vxlan", "null") are shared rather than kept once per Node.
  */
-export interface NodeRecord extends NodeLike {
-  readonly metadata: { readonly name: string; readonly annotations: Readonly<Record<string, string>> };
-  readonly spec: { readonly podCIDR?: string; readonly podCIDRs?: readonly string[] };
-}
+export class NodeRecords {
+  readonly #prefix: string;
+  readonly #shared = new Map<string, string>();
 
-/** A Node object from the API (untrusted JSON) as a record, or undefined when it has no name. */
-export function nodeRecord(raw: unknown, normalizedPrefix: string): NodeRecord | undefined {
-  const obj = asRecord(raw);
-  const meta = asRecord(obj?.['metadata']);
-  const name = meta?.['name'];
-  if (typeof name !== 'string' || name === '') return undefined;
-  const annotations: Record<string, string> = {};
-  const all = asRecord(meta?.['annotations']);
-  for (const key in all) {
-    const value = all[key];
-    if (key.startsWith(normalizedPrefix) && typeof value === 'string') annotations[key] = value;
+  constructor(normalizedPrefix: string) {
+    this.#prefix = normalizedPrefix;
   }
-  const spec = asRecord(obj?.['spec']);
-  const podCIDR = spec?.['podCIDR'];
-  const list = spec?.['podCIDRs'];
-  const podCIDRs = Array.isArray(list) ? list.filter((c): c is string => typeof c === 'string') : undefined;
-  return {
-    metadata: { name, annotations },
-    spec: { ...(typeof podCIDR === 'string' && podCIDR !== '' ? { podCIDR } : {}), ...(podCIDRs && podCIDRs.length > 0 ? { podCIDRs } : {}) },
-  };
+
+  /** The record of a Node object, or undefined when it has no name. */
+  record(raw: unknown): NodeRecord | undefined {
+    const obj = asRecord(raw);
+    const meta = asRecord(obj?.['metadata']);
+    const name = meta?.['name'];
+    if (typeof name !== 'string' || name === '') return undefined;
+    const annotations: Record<string, string> = {};
+    const all = asRecord(meta?.['annotations']);
+    for (const key in all) {
+      const value = all[key];
+      if (key.startsWith(this.#prefix) && typeof value === 'string') annotations[key] = value.length <= 16 ? this.#share(value) : value;
+    }
+    const spec = asRecord(obj?.['spec']);
+    const list = spec?.['podCIDRs'];
+    const single = spec?.['podCIDR'];
+    const podCidrs = Array.isArray(list) && list.length > 0 ? list.filter((c): c is string => typeof c === 'string') : typeof single === 'string' && single !== '' ? [single] : [];
+    return { name, podCidrs, annotations };
+  }
+
+  #share(value: string): string {
+    const known = this.#shared.get(value);
+    if (known !== undefined) return known;
+    // Bounded: flannel's annotations take few short values; anything else is kept per Node.
+    if (this.#shared.size < 64) this.#shared.set(value, value);
+    return value;
+  }
 }
 
 /** Same name, pod CIDRs and flannel annotations. */
 export function sameNodeRecord(a: NodeRecord, b: NodeRecord): boolean {
-  if (a.metadata.name !== b.metadata.name || a.spec.podCIDR !== b.spec.podCIDR) return false;
-  const ca = a.spec.podCIDRs ?? [];
-  const cb = b.spec.podCIDRs ?? [];
-  if (ca.length !== cb.length || ca.some((c, i) => c !== cb[i])) return false;
-  const ka = Object.keys(a.metadata.annotations);
-  if (ka.length !== Object.keys(b.metadata.annotations).length) return false;
-  return ka.every((k) => a.metadata.annotations[k] === b.metadata.annotations[k]);
+  if (a.name !== b.name || a.podCidrs.length !== b.podCidrs.length || a.podCidrs.some((c, i) => c !== b.podCidrs[i])) return false;
+  const ka = Object.keys(a.annotations);
+  if (ka.length !== Object.keys(b.annotations).length) return false;
+  return ka.every((k) => a.annotations[k] === b.annotations[k]);
 }
 
 function asRecord(v: unknown): Record<string, unknown> | undefined {
@@ -100,8 +111,8 @@ function asRecord(v: unknown): Record<string, unknown> | undefined {
 }
 
 /** The node's pod CIDRs by family, or a reason they are unusable. */
-export function podCidrs(node: NodeLike): { ipv4?: Cidr; ipv6?: Cidr } | { problem: string } {
-  const list = node.spec?.podCIDRs?.length ? node.spec.podCIDRs : node.spec?.podCIDR ? [node.spec.podCIDR] : [];
+export function podCidrs(node: NodeRecord): { ipv4?: Cidr; ipv6?: Cidr } | { problem: string } {
+  const list = node.podCidrs;
   if (list.length > 2) return { problem: 'pod cidrs should be IPv4/IPv6 only or dualstack' };
   const out: { ipv4?: Cidr; ipv6?: Cidr } = {};
   for (const text of list) {
@@ -134,8 +145,8 @@ export function ownAnnotations(names: AnnotationNames, attrs: LeaseAttrs, curren
  * Another node as a lease: undefined when it is not managed by a kube subnet manager (quietly
  * ignored, as flannel does), or `{problem}` when its annotations are unusable (a warning).
  */
-export function nodeLease(node: NodeLike, names: AnnotationNames, config: NetworkConfig): Lease | { problem: string } | undefined {
-  const a = node.metadata?.annotations ?? {};
+export function nodeLease(node: NodeRecord, names: AnnotationNames, config: NetworkConfig): Lease | { problem: string } | undefined {
+  const a = node.annotations;
   if (a[names.subnetManager] !== 'true') return undefined;
   const cidrs = podCidrs(node);
   if ('problem' in cidrs) return cidrs;

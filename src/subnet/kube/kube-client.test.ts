@@ -8,12 +8,19 @@ import { KubeApiError, type KubeClient, type NodeWatchEvent } from './kube-clien
 
 const signal = (): AbortSignal => AbortSignal.timeout(20_000);
 
+/** One list page: its items collected, as a test wants them. */
+async function list(client: KubeClient, query: Parameters<KubeClient['listNodes']>[0] = {}): Promise<{ items: unknown[]; resourceVersion: string; continue?: string }> {
+  const items: unknown[] = [];
+  const page = await client.listNodes(query, { signal: signal(), onItem: (n) => items.push(n) });
+  return { ...page, items };
+}
+
 async function listAll(client: KubeClient, limit = 500): Promise<{ names: string[]; rv: string }> {
-  let page = await client.listNodes({ resourceVersion: '0', limit }, signal());
+  let page = await list(client, { resourceVersion: '0', limit });
   const names = page.items.map((n) => (n as { metadata: { name: string } }).metadata.name);
   const rv = page.resourceVersion;
   while (page.continue) {
-    page = await client.listNodes({ continue: page.continue, limit }, signal());
+    page = await list(client, { continue: page.continue, limit });
     names.push(...page.items.map((n) => (n as { metadata: { name: string } }).metadata.name));
   }
   return { names, rv };
@@ -66,15 +73,15 @@ test('error statuses carry codes, HTTP status, reason and Retry-After', async (t
   f.server.createNode('n1');
   const client = f.client();
   f.server.inject({ on: 'list', kind: 'throttle', retryAfterS: 3 });
-  await assert.rejects(client.listNodes({}, signal()), (err) => err instanceof KubeApiError && err.code === 'WEFT_ERR_KUBE_API' && err.status === 429 && err.retryAfterMs === 3000);
+  await assert.rejects(list(client, {}), (err) => err instanceof KubeApiError && err.code === 'WEFT_ERR_KUBE_API' && err.status === 429 && err.retryAfterMs === 3000);
   f.server.inject({ on: 'list', kind: 'error' });
-  await assert.rejects(client.listNodes({}, signal()), (err) => err instanceof KubeApiError && err.status === 500 && err.reason === 'InternalError');
+  await assert.rejects(list(client, {}), (err) => err instanceof KubeApiError && err.status === 500 && err.reason === 'InternalError');
   f.server.inject({ on: 'list', kind: 'gone' });
-  await assert.rejects(client.listNodes({}, signal()), (err) => isWeftError(err, 'WEFT_ERR_COMPACTED'));
+  await assert.rejects(list(client, {}), (err) => isWeftError(err, 'WEFT_ERR_COMPACTED'));
   await assert.rejects(client.patchNodeStatus('nope', {}, signal()), (err) => err instanceof KubeApiError && err.status === 404);
   await f.rotateToken('agent-token-2');
   f.server.setUsers([]);
-  await assert.rejects(client.listNodes({}, signal()), (err) => err instanceof KubeApiError && err.status === 401);
+  await assert.rejects(list(client, {}), (err) => err instanceof KubeApiError && err.status === 401);
 });
 
 test('a list cut off mid-body is an error naming the break, and the next request gets a new connection', async (t) => {
@@ -82,7 +89,7 @@ test('a list cut off mid-body is an error naming the break, and the next request
   for (let i = 0; i < 200; i++) f.server.createNode(`node-${i}`, { podCIDR: `198.18.${i}.0/24` }, { pad: 'x'.repeat(2000) });
   const client = f.client();
   f.server.inject({ on: 'list', kind: 'cut', afterBytes: 20_000 });
-  await assert.rejects(client.listNodes({ resourceVersion: '0' }, signal()), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
+  await assert.rejects(list(client, { resourceVersion: '0' }), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
   assert.equal((await listAll(client)).names.length, 200);
   assert.equal(f.server.connections, 2);
 });
@@ -108,20 +115,20 @@ test('an answer that never comes, or stops halfway, ends at the deadline, for a 
   f.server.createNode('n1', {}, { pad: 'x'.repeat(5000) });
   const client = f.client({ requestTimeoutMs: 300 });
   f.server.inject({ on: 'list', kind: 'hang' });
-  await assert.rejects(client.listNodes({}, signal()), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
+  await assert.rejects(list(client, {}), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
   f.server.inject({ on: 'list', kind: 'stall', afterBytes: 1000 });
-  await assert.rejects(client.listNodes({}, signal()), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
+  await assert.rejects(list(client, {}), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
   f.server.inject({ on: 'watch', kind: 'hang' });
   await assert.rejects(client.watchNodes({ resourceVersion: '100', timeoutSeconds: 60 }, signal()), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
-  assert.equal((await client.listNodes({}, signal())).items.length, 1, 'the connection still works');
+  assert.equal((await list(client, {})).items.length, 1, 'the connection still works');
 });
 
 test('a rotated token file is used on the next request', async (t) => {
   const f = await startKubeFixture(t);
   const client = f.client();
-  await client.listNodes({}, signal());
+  await list(client, {});
   await f.rotateToken('agent-token-2');
-  await client.listNodes({}, signal());
+  await list(client, {});
   const users = f.server.requests.map((r) => r.user);
   assert.deepEqual(users, [agentUser, agentUser], 'both accepted: the second with the new token only');
 });
@@ -151,7 +158,7 @@ test('a connection that silently stops carrying bytes is noticed by HTTP/2 PINGs
   proxy.freeze();
   await assert.rejects(collect(events, () => false), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
   proxy.restore();
-  assert.equal((await client.listNodes({}, signal())).items.length, 0, 'a new connection works');
+  assert.equal((await list(client, {})).items.length, 0, 'a new connection works');
 });
 
 test('TLS without any ALPN (an HTTP/1.1 server behind a plain TLS terminator) also falls back to HTTP/1.1', async (t) => {
@@ -172,6 +179,6 @@ test('TLS without any ALPN (an HTTP/1.1 server behind a plain TLS terminator) al
   });
   const port = (tls.address() as { port: number }).port;
   const client = f.client({ access: { ...f.access, server: new URL(`https://127.0.0.1:${port}`) } });
-  assert.equal((await client.listNodes({}, signal())).resourceVersion, '7');
+  assert.equal((await list(client, {})).resourceVersion, '7');
   assert.deepEqual(versions, ['1.1']);
 });

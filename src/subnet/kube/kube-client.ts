@@ -1,7 +1,7 @@
 /**
  * A lean client for the few Kubernetes API calls weft makes, chosen over @kubernetes/client-node
  * by measurement (docs/benchmarks.md): list and watch Nodes, get a Pod, strategic-merge patch a
- * Node's status. Requests are made as client-go makes them (query parameters sorted, JSON,
+ * Node's status. Lists are decoded as they arrive, one Node at a time (json/list-stream.ts). Requests are made as client-go makes them (query parameters sorted, JSON,
  * `Authorization: Bearer` read per request so a rotated token file is used at once).
  *
  * Every call has a deadline: unary requests `requestTimeoutMs` for the headers and for each gap
@@ -15,6 +15,7 @@
 import { readFile } from 'node:fs/promises';
 import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
+import { ListStream, ListStreamError } from '../../json/list-stream.js';
 import type { KubeAccess, KubeAuth } from './kube-access.js';
 import { type Transport, type TransportResponse, createTransport } from './kube-transport.js';
 
@@ -35,10 +36,16 @@ export class KubeApiError extends WeftError {
   }
 }
 
+/** A list page's metadata; its items went to the caller's `onItem` one by one. */
 export interface NodeListPage {
-  readonly items: readonly unknown[];
   readonly resourceVersion: string;
   readonly continue?: string;
+}
+
+export interface ListOptions {
+  readonly signal: AbortSignal;
+  /** Each Node of the page, parsed, as soon as it is in (the page is never held whole). */
+  readonly onItem: (node: unknown) => void;
 }
 
 export type NodeWatchEvent =
@@ -47,7 +54,7 @@ export type NodeWatchEvent =
 
 /** What the node informer needs of a client; tests may give it another. */
 export interface NodeApi {
-  listNodes(query: { resourceVersion?: string; limit?: number; continue?: string }, signal: AbortSignal): Promise<NodeListPage>;
+  listNodes(query: { resourceVersion?: string; limit?: number; continue?: string }, options: ListOptions): Promise<NodeListPage>;
   watchNodes(query: { resourceVersion: string; timeoutSeconds: number }, signal: AbortSignal): Promise<AsyncIterable<NodeWatchEvent>>;
   lastAlive(): number;
 }
@@ -65,7 +72,7 @@ export interface KubeClientOptions {
 
 /** How long a watch may outlive its timeoutSeconds before the client ends it itself. */
 const watchGraceMs = 30_000;
-/** A list page of 500 Nodes is a few MB; a whole big cluster's list in one answer stays below this. */
+/** A whole big cluster's list in one answer (decoded as it streams) stays below this. */
 const maxListBytes = 512 * 2 ** 20;
 /** etcd refuses objects over 1.5 MB; a watch line is one object plus a few bytes. */
 const maxEventBytes = 16 * 2 ** 20;
@@ -102,18 +109,19 @@ export class KubeClient implements NodeApi {
     this.#transport.close();
   }
 
-  async listNodes(query: { resourceVersion?: string; limit?: number; continue?: string }, signal: AbortSignal): Promise<NodeListPage> {
+  async listNodes(query: { resourceVersion?: string; limit?: number; continue?: string }, options: ListOptions): Promise<NodeListPage> {
     const params: Record<string, string> = {};
     if (query.continue) params['continue'] = query.continue;
     if (query.limit) params['limit'] = String(query.limit);
     if (query.resourceVersion !== undefined && query.resourceVersion !== '') params['resourceVersion'] = query.resourceVersion;
-    const list = asObject(await this.#unary('GET', `/api/v1/nodes${queryString(params)}`, { signal, maxBytes: maxListBytes }), 'NodeList');
-    const meta = isObject(list['metadata']) ? list['metadata'] : {};
-    const rv = meta['resourceVersion'];
+    const path = `/api/v1/nodes${queryString(params)}`;
+    const list = new ListStream(options.onItem);
+    await this.#exchange('GET', path, { signal: options.signal, maxBytes: maxListBytes, onChunk: (chunk) => list.write(chunk) });
+    const meta = list.end().members['metadata'];
+    const rv = isObject(meta) ? meta['resourceVersion'] : undefined;
     if (typeof rv !== 'string' || rv === '') throw protocolError('a NodeList without metadata.resourceVersion');
-    if (!Array.isArray(list['items'])) throw protocolError('a NodeList without items');
-    const cont = meta['continue'];
-    return { items: list['items'], resourceVersion: rv, ...(typeof cont === 'string' && cont !== '' ? { continue: cont } : {}) };
+    const cont = isObject(meta) ? meta['continue'] : undefined;
+    return { resourceVersion: rv, ...(typeof cont === 'string' && cont !== '' ? { continue: cont } : {}) };
   }
 
   /**
@@ -189,12 +197,25 @@ export class KubeClient implements NodeApi {
     return asObject(await this.#unary('PATCH', path, { signal, maxBytes: maxOtherBytes, body, contentType: 'application/strategic-merge-patch+json' }), 'Node');
   }
 
-  /**
-   * One request and its JSON answer. The deadline covers the headers and then every gap between
-   * body chunks: a big list on a slow link may take long as long as it moves, an answer that
-   * stops moving is abandoned. A total of ten deadlines bounds even a trickle.
-   */
+  /** One request and its JSON answer. */
   async #unary(method: 'GET' | 'PATCH', path: string, options: { signal: AbortSignal; maxBytes: number; body?: string; contentType?: string }): Promise<unknown> {
+    const chunks: Buffer[] = [];
+    await this.#exchange(method, path, { ...options, onChunk: (c) => chunks.push(c) });
+    const text = Buffer.concat(chunks).toString('utf8');
+    try {
+      return JSON.parse(text);
+    } catch (err) {
+      throw protocolError(`${method} ${path} answered with invalid JSON: ${text.slice(0, 120)}`, err);
+    }
+  }
+
+  /**
+   * One request whose 2xx body goes to `onChunk` as it arrives. The deadline covers the headers
+   * and then every gap between body chunks: a big list on a slow link may take long as long as it
+   * moves, an answer that stops moving is abandoned. Ten deadlines bound even a trickle. A body
+   * shorter than its content-length is an error, as is one over `maxBytes`.
+   */
+  async #exchange(method: 'GET' | 'PATCH', path: string, options: { signal: AbortSignal; maxBytes: number; body?: string; contentType?: string; onChunk: (chunk: Buffer) => void }): Promise<void> {
     const ctl = new AbortController();
     const stalled = unavailable(`no progress on ${method} ${path} for ${this.#timeoutMs} ms`);
     let timer = setTimeout(() => ctl.abort(stalled), this.#timeoutMs);
@@ -208,15 +229,22 @@ export class KubeClient implements NodeApi {
       const res = await this.#send(method, path, { ...options, signal });
       progress();
       if (res.status < 200 || res.status > 299) throw await statusError(res, path);
-      const text = await readAll(res, options.maxBytes, progress);
-      try {
-        return JSON.parse(text);
-      } catch (err) {
-        throw protocolError(`${method} ${path} answered with invalid JSON: ${text.slice(0, 120)}`, err);
+      let size = 0;
+      for await (const chunk of res.body) {
+        progress();
+        size += chunk.length;
+        if (size > options.maxBytes) {
+          res.cancel();
+          throw protocolError(`${method} ${path}: an answer over ${options.maxBytes} bytes`);
+        }
+        options.onChunk(chunk);
       }
+      const declared = res.header('content-length');
+      if (declared !== undefined && Number(declared) !== size) throw unavailable(`${method} ${path}: the answer broke off after ${size} of ${declared} bytes`);
     } catch (err) {
       if (options.signal.aborted) throw options.signal.reason;
       if (ctl.signal.aborted) throw ctl.signal.reason;
+      if (err instanceof ListStreamError || err instanceof SyntaxError) throw protocolError(`${method} ${path}: ${err.message}`, err);
       throw err;
     } finally {
       clearTimeout(timer);
@@ -258,28 +286,26 @@ function queryString(params: Readonly<Record<string, string>>): string {
   return keys.length === 0 ? '' : `?${keys.map((k) => `${k}=${encodeURIComponent(params[k]!)}`).join('&')}`;
 }
 
-async function readAll(res: TransportResponse, maxBytes: number, progress?: () => void): Promise<string> {
+/** An error answer's body (a Status), bounded. */
+async function readSmall(res: TransportResponse, maxBytes: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of res.body) {
-    progress?.();
     size += chunk.length;
     if (size > maxBytes) {
       res.cancel();
-      throw protocolError(`an answer over ${maxBytes} bytes`);
+      break;
     }
     chunks.push(chunk);
   }
-  const declared = res.header('content-length');
-  if (declared !== undefined && Number(declared) !== size) throw unavailable(`the answer broke off after ${size} of ${declared} bytes`);
-  return Buffer.concat(chunks, size).toString('utf8');
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** A non-2xx answer as a KubeApiError, from its Status body when it has one. */
 async function statusError(res: TransportResponse, path: string): Promise<KubeApiError> {
   let status: Record<string, unknown> = {};
   try {
-    const parsed: unknown = JSON.parse(await readAll(res, 1 << 20));
+    const parsed: unknown = JSON.parse(await readSmall(res, 1 << 20));
     if (isObject(parsed)) status = parsed;
   } catch {
     // not a Status: the HTTP status alone says enough

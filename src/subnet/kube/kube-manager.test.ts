@@ -27,7 +27,7 @@ async function setup(t: TestContext) {
   t.after(() => ctl.abort());
   const manager = (nodeName: string | { podName: string; podNamespace: string }, log = recordingLogger()) => {
     const m = new KubeManager({
-      client: f.client({ log }),
+      client: f.client({ log, requestTimeoutMs: 500 }),
       ...(typeof nodeName === 'string' ? { nodeName } : nodeName),
       netConf,
       annotationPrefix: 'flannel.alpha.coreos.com',
@@ -104,6 +104,24 @@ test('one list and one watch serve the lease, the peers, holding and the health 
   for (let i = 0; i < 5; i++) assert.equal((await m.checkLease()).held, true);
   assert.equal(f.server.requests.length, before, 'the health check makes no request');
   assert.deepEqual([requests(f, 'list'), requests(f, 'watch'), requests(f, 'get'), requests(f, 'patch')], [1, 1, 0, 1]);
+});
+
+test('holdLease does not publish again what acquireLease just published, even before the watch brings its echo', async (t) => {
+  const { f, manager, signal } = await setup(t);
+  f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
+  const m = manager('self');
+  await m.previousAttrs(parseIp('203.0.113.1'), signal);
+  // The informer's next watch gets no answer: until its deadline, no event reaches the cache.
+  f.server.inject({ on: 'watch', kind: 'hang' });
+  f.server.dropWatches();
+  await m.acquireLease(vxlanAttrs(1), signal);
+  assert.equal((await m.checkLease()).held, true, 'the cache has the published node at once');
+  void (async () => {
+    for await (const _ of m.holdLease(signal)) void _;
+  })();
+  await waitUntil('the hung watch was given up and the nodes listed again', () => f.server.faultsFired === 1 && requests(f, 'list') === 2, 20_000);
+  await waitUntil('held', async () => (await m.checkLease()).held);
+  assert.equal(requests(f, 'patch'), 1);
 });
 
 test('peers: managed nodes only, deletion and podCIDR change are removals, bad annotations are skipped by name', async (t) => {

@@ -16,7 +16,7 @@ import { type Cidr, containsCidr, formatCidr } from '../../ip/cidr.js';
 import type { IpAddr } from '../../ip/ip.js';
 import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../../lease/lease.js';
 import type { LeaseCheck, SubnetManager } from '../subnet-manager.js';
-import { type AnnotationNames, type NodeRecord, annotationNames, nodeLease, nodeRecord, normalizePrefix, ownAnnotations, podCidrs } from './annotations.js';
+import { type AnnotationNames, type NodeRecord, NodeRecords, annotationNames, nodeLease, normalizePrefix, ownAnnotations, podCidrs } from './annotations.js';
 import type { KubeClient } from './kube-client.js';
 import { NodeInformer, type NodeInformerOptions } from './node-informer.js';
 
@@ -54,7 +54,7 @@ export class KubeManager implements SubnetManager {
     const prefix = normalizePrefix(options.annotationPrefix);
     this.#names = annotationNames(prefix);
     this.#log = options.log;
-    this.#informer = new NodeInformer({ api: options.client, prefix, log: options.log, ...options.informer });
+    this.#informer = new NodeInformer({ api: options.client, records: new NodeRecords(prefix), log: options.log, ...options.informer });
     if (options.nodeName) this.#nodeName = Promise.resolve(options.nodeName);
   }
 
@@ -75,7 +75,7 @@ export class KubeManager implements SubnetManager {
     const name = await this.#ownName(signal);
     let waiting = '';
     for await (const batch of this.#informer.changes(signal)) {
-      if (waiting && !batch.some((c) => c.node.metadata.name === name)) continue;
+      if (waiting && !batch.some((c) => c.node.name === name)) continue;
       const node = this.#informer.get(name);
       const cidrs = node ? podCidrs(node) : {};
       if ('problem' in cidrs) throw new WeftError(ErrorCodes.CONFIG, `node "${name}" ${cidrs.problem}`);
@@ -105,7 +105,7 @@ export class KubeManager implements SubnetManager {
     const name = await this.#ownName(signal);
     const config = this.#config ?? (await this.getNetworkConfig());
     for await (const batch of this.#informer.changes(signal)) {
-      if (!this.#attrs || !this.#lease || !batch.some((c) => c.node.metadata.name === name)) continue;
+      if (!this.#attrs || !this.#lease || !batch.some((c) => c.node.name === name)) continue;
       const node = this.#informer.get(name);
       if (!node) {
         this.#log.warn({ node: name }, `node "${name}" was deleted; keeping its lease until it is back`);
@@ -119,7 +119,7 @@ export class KubeManager implements SubnetManager {
         yield this.#lease;
         continue;
       }
-      if (Object.keys(ownAnnotations(this.#names, this.#attrs, node.metadata.annotations)).length > 0) {
+      if (Object.keys(ownAnnotations(this.#names, this.#attrs, node.annotations)).length > 0) {
         this.#log.warn({ node: name }, 'this node\'s annotations were changed; publishing them again');
         await this.#publish(name, this.#attrs, signal);
       }
@@ -145,7 +145,7 @@ export class KubeManager implements SubnetManager {
     let first = true;
     for await (const batch of this.#informer.changes(signal)) {
       const out: LeaseEvent[] = [];
-      for (const c of batch) set(c.node.metadata.name, c.type === 'put' ? c.node : undefined, out);
+      for (const c of batch) set(c.node.name, c.type === 'put' ? c.node : undefined, out);
       if (first || out.length > 0) yield out;
       first = false;
     }
@@ -155,7 +155,7 @@ export class KubeManager implements SubnetManager {
   async previousAttrs(publicIp: IpAddr, signal: AbortSignal): Promise<LeaseAttrs | undefined> {
     const name = await this.#ownName(signal);
     await this.#informer.whenSynced(signal);
-    const data = this.#informer.get(name)?.metadata.annotations[this.#names.backendData];
+    const data = this.#informer.get(name)?.annotations[this.#names.backendData];
     return data && data !== 'null' ? { publicIp, backendData: data } : undefined;
   }
 
@@ -167,7 +167,7 @@ export class KubeManager implements SubnetManager {
     if (!node || !this.#attrs || !this.#lease || !this.#config) return { held: false, confirmedAt };
     const cidrs = podCidrs(node);
     const subnet = 'problem' in cidrs ? undefined : pickSubnets(this.#config, cidrs);
-    const held = subnet !== undefined && subnetPairEquals(subnet, this.#lease.subnet) && Object.keys(ownAnnotations(this.#names, this.#attrs, node.metadata.annotations)).length === 0;
+    const held = subnet !== undefined && subnetPairEquals(subnet, this.#lease.subnet) && Object.keys(ownAnnotations(this.#names, this.#attrs, node.annotations)).length === 0;
     return { held, confirmedAt };
   }
 
@@ -187,7 +187,7 @@ export class KubeManager implements SubnetManager {
   }
 
   #peerLease(node: NodeRecord, config: NetworkConfig): Lease | undefined {
-    const name = node.metadata.name;
+    const name = node.name;
     const result = nodeLease(node, this.#names, config);
     let problem = result && 'problem' in result ? result.problem : undefined;
     if (!problem && result && !('problem' in result) && result.subnet.ipv4 && config.network && !containsCidr(config.network, result.subnet.ipv4)) {
@@ -205,11 +205,11 @@ export class KubeManager implements SubnetManager {
   /** Publishes `attrs` as the node's annotations if the cache says they differ; the Node as it is then. */
   async #publish(name: string, attrs: LeaseAttrs, signal: AbortSignal): Promise<NodeRecord | undefined> {
     const current = this.#informer.get(name);
-    const changed = ownAnnotations(this.#names, attrs, current?.metadata.annotations ?? {});
+    const changed = ownAnnotations(this.#names, attrs, current?.annotations ?? {});
     if (Object.keys(changed).length === 0) return current;
     const answer = await this.#patch(name, { metadata: { annotations: changed } }, 'node annotations', signal);
     this.#log.info({ node: name, annotations: Object.keys(changed) }, 'node annotations published');
-    return nodeRecord(answer, normalizePrefix(this.#options.annotationPrefix)) ?? current;
+    return this.#informer.observe(answer) ?? current;
   }
 
   /** A status patch, retried with backoff (each failure logged once) until it lands or `signal` aborts. */

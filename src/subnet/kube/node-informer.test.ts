@@ -6,6 +6,7 @@ import { type RecordingLogger, recordingLogger } from '../../testing/recording-l
 import { waitUntil } from '../../testing/wait.js';
 import type { Fault } from '../../testing/kube-apiserver.js';
 import { type NodeChange, NodeInformer } from './node-informer.js';
+import { NodeRecords } from './annotations.js';
 
 const P = 'flannel.alpha.coreos.com/';
 
@@ -24,7 +25,7 @@ function start(t: { after(fn: () => void): void }, f: KubeFixture, options: { re
   const client = f.client({ log, ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}) });
   const informer = new NodeInformer({
     api: client,
-    prefix: P,
+    records: new NodeRecords(P),
     log,
     backoff: { initialMs: 20, maxMs: 100 },
     watchTimeoutSeconds: () => options.watchTimeoutSeconds ?? 300,
@@ -37,8 +38,8 @@ function start(t: { after(fn: () => void): void }, f: KubeFixture, options: { re
     for await (const batch of informer.changes(ctl.signal)) {
       batches.push(batch);
       for (const c of batch) {
-        if (c.type === 'put') view.set(c.node.metadata.name, c.node.spec.podCIDR ?? '');
-        else view.delete(c.node.metadata.name);
+        if (c.type === 'put') view.set(c.node.name, c.node.podCidrs[0] ?? '');
+        else view.delete(c.node.name);
       }
     }
   })();
@@ -71,12 +72,12 @@ test('the first list comes in pages (resourceVersion=0, limit), the cache keeps 
   const lists = f.server.requests.filter((q) => q.url.startsWith('/api/v1/nodes?') && !q.url.includes('watch=true'));
   assert.equal(lists.length, 3);
   assert.equal(lists[0]!.url, '/api/v1/nodes?limit=500&resourceVersion=0');
-  assert.deepEqual(Object.keys(r.informer.get('node-1')!.metadata.annotations), [`${P}public-ip`]);
+  assert.deepEqual(r.informer.get('node-1'), { name: 'node-1', podCidrs: ['198.18.1.0/25'], annotations: { [`${P}public-ip`]: '203.0.113.1' } });
   assert.equal(r.batches[0]!.length, 120, 'one first batch with every node');
   f.server.updateNode('node-1', (n) => (n.status = { heartbeat: 'later' }));
   f.server.updateNode('node-2', (n) => (n.spec = { podCIDR: '198.18.251.0/25' }));
   await waitUntil('node-2 moved', () => r.view.get('node-2') === '198.18.251.0/25');
-  assert.deepEqual(r.batches.slice(1).flat().map((c) => `${c.type} ${c.node.metadata.name}`), ['put node-2'], 'a status-only update is no change');
+  assert.deepEqual(r.batches.slice(1).flat().map((c) => `${c.type} ${c.node.name}`), ['put node-2'], 'a status-only update is no change');
 });
 
 /** The issue's reproduction: the first list's body cut after 20 kB of about 500 kB. */
@@ -146,7 +147,7 @@ test('a continue token that expires mid-list falls back to one unpaged list', as
     watchNodes: client.watchNodes.bind(client),
     lastAlive: () => client.lastAlive(),
   };
-  const informer = new NodeInformer({ api, prefix: P, log, backoff: { initialMs: 20, maxMs: 100 } });
+  const informer = new NodeInformer({ api, records: new NodeRecords(P), log, backoff: { initialMs: 20, maxMs: 100 } });
   void informer.run(ctl.signal);
   await informer.whenSynced(ctl.signal);
   assert.equal(informer.size, 5);
@@ -176,7 +177,7 @@ test('410 after a compaction: the relist\'s difference is delivered as changes, 
   f.server.updateNode('node-2', (n) => (n.spec = { podCIDR: '198.18.222.0/25' }));
   f.server.compact();
   await converged(f, r, 'converged');
-  const after = r.batches.slice(before).flat().map((c) => `${c.type} ${c.node.metadata.name}`).sort();
+  const after = r.batches.slice(before).flat().map((c) => `${c.type} ${c.node.name}`).sort();
   assert.deepEqual(after, ['delete node-1', 'put node-2']);
 });
 

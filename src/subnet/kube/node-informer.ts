@@ -15,7 +15,8 @@
  *   cache is delivered as put/delete changes, so a consumer never misses a change.
  * - Failures wait for the server's Retry-After when it gave one, else a backoff of 0.8 s doubling
  *   to 30 s (client-go's), and each is logged once; the first success after them says so.
- * - The cache keeps NodeRecords (name, pod CIDRs, flannel annotations), not Node objects.
+ * - The cache keeps NodeRecords (name, pod CIDRs, flannel annotations), not Node objects, and
+ *   lists are decoded one Node at a time as they arrive, so a list is never held whole.
  * - contactAt(): the last list, event or bookmark; while a watch is open, also the connection's
  *   own liveness (an HTTP/2 PING answered), so an idle cluster stays healthy without requests.
  */
@@ -24,15 +25,15 @@ import { delay } from '../../core/abort.js';
 import { Backoff, type BackoffOptions } from '../../core/backoff.js';
 import { ErrorCodes, isWeftError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
-import { type NodeRecord, nodeRecord, sameNodeRecord } from './annotations.js';
+import { type NodeRecord, type NodeRecords, sameNodeRecord } from './annotations.js';
 import { KubeApiError, type NodeApi } from './kube-client.js';
 
 export type NodeChange = { readonly type: 'put' | 'delete'; readonly node: NodeRecord };
 
 export interface NodeInformerOptions {
   readonly api: NodeApi;
-  /** The normalized annotation prefix: only these annotations are kept. */
-  readonly prefix: string;
+  /** Turns Node objects into what the cache keeps (flannel's annotations only). */
+  readonly records: NodeRecords;
   readonly log: Logger;
   readonly pageSize?: number;
   readonly backoff?: BackoffOptions;
@@ -47,7 +48,7 @@ interface Subscriber {
 
 export class NodeInformer {
   readonly #api: NodeApi;
-  readonly #prefix: string;
+  readonly #records: NodeRecords;
   readonly #log: Logger;
   readonly #pageSize: number;
   readonly #backoff: Backoff;
@@ -63,7 +64,7 @@ export class NodeInformer {
 
   constructor(options: NodeInformerOptions) {
     this.#api = options.api;
-    this.#prefix = options.prefix;
+    this.#records = options.records;
     this.#log = options.log;
     this.#pageSize = options.pageSize ?? 500;
     this.#backoff = new Backoff({ initialMs: 800, maxMs: 30_000, ...options.backoff });
@@ -77,6 +78,16 @@ export class NodeInformer {
 
   get(name: string): NodeRecord | undefined {
     return this.#cache.get(name);
+  }
+
+  /**
+   * Records a Node this agent has just written (the answer to its PATCH), so that readers see the
+   * write before the watch brings its echo, which then changes nothing. Returns its record.
+   */
+  observe(raw: unknown): NodeRecord | undefined {
+    const record = this.#record(raw);
+    if (record && this.#isSynced) this.#apply('put', record);
+    return record;
   }
 
   /** Resolves once the first list is in the cache. */
@@ -188,27 +199,28 @@ export class NodeInformer {
   async #list(resourceVersion: string, signal: AbortSignal): Promise<string> {
     // As client-go: an exact version is served from the API server's cache, whole; the others in pages.
     const paged = resourceVersion === '0' || resourceVersion === '';
-    let page = await this.#api.listNodes({ resourceVersion, ...(paged ? { limit: this.#pageSize } : {}) }, signal);
+    let fresh = new Map<string, NodeRecord>();
+    const onItem = (item: unknown): void => {
+      const record = this.#record(item);
+      if (record) fresh.set(record.name, record);
+    };
+    let page = await this.#api.listNodes({ resourceVersion, ...(paged ? { limit: this.#pageSize } : {}) }, { signal, onItem });
     // Every page belongs to the first page's snapshot.
     let listedAt = page.resourceVersion;
-    let fresh = new Map<string, NodeRecord>();
     let pages = 1;
-    this.#collect(fresh, page.items);
     while (page.continue !== undefined) {
       try {
-        page = await this.#api.listNodes({ continue: page.continue, limit: this.#pageSize }, signal);
+        page = await this.#api.listNodes({ continue: page.continue, limit: this.#pageSize }, { signal, onItem });
       } catch (err) {
         if (!isWeftError(err, ErrorCodes.COMPACTED)) throw err;
         this.#log.info({ err }, 'node list: the continue token expired; listing again in one piece');
-        page = await this.#api.listNodes({ resourceVersion }, signal);
-        listedAt = page.resourceVersion;
         fresh = new Map();
-        this.#collect(fresh, page.items);
+        page = await this.#api.listNodes({ resourceVersion }, { signal, onItem });
+        listedAt = page.resourceVersion;
         pages++;
         break;
       }
       pages++;
-      this.#collect(fresh, page.items);
     }
     this.#replace(fresh);
     this.#contact = Date.now();
@@ -216,15 +228,8 @@ export class NodeInformer {
     return listedAt;
   }
 
-  #collect(into: Map<string, NodeRecord>, items: readonly unknown[]): void {
-    for (const item of items) {
-      const record = this.#record(item);
-      if (record) into.set(record.metadata.name, record);
-    }
-  }
-
   #record(raw: unknown): NodeRecord | undefined {
-    const record = nodeRecord(raw, this.#prefix);
+    const record = this.#records.record(raw);
     if (!record) {
       const text = JSON.stringify(raw)?.slice(0, 120) ?? String(raw);
       if (!this.#skipped.has(text)) this.#log.warn({ node: text }, 'skipping a Node object without a name');
@@ -253,7 +258,7 @@ export class NodeInformer {
   }
 
   #apply(type: NodeChange['type'], record: NodeRecord): void {
-    const name = record.metadata.name;
+    const name = record.name;
     const old = this.#cache.get(name);
     if (type === 'delete') {
       if (!old) return;

@@ -1,0 +1,88 @@
+/** The list decoder agrees with JSON.parse however the bytes are cut into chunks. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ListStream, ListStreamError } from './list-stream.js';
+
+function decode(text: string | Buffer, cuts: readonly number[]): { items: unknown[]; members: Record<string, unknown> } {
+  const bytes = typeof text === 'string' ? Buffer.from(text) : text;
+  const items: unknown[] = [];
+  const stream = new ListStream((item) => items.push(item));
+  let at = 0;
+  for (const cut of [...cuts, bytes.length]) {
+    stream.write(bytes.subarray(at, cut));
+    at = cut;
+  }
+  const head = stream.end();
+  assert.equal(head.items, items.length);
+  return { items, members: { ...head.members } };
+}
+
+/** Every way of cutting into two pieces, and into pieces of 1 to 7 bytes. */
+function chunkings(length: number): number[][] {
+  const out: number[][] = [[]];
+  for (let i = 1; i < length; i++) out.push([i]);
+  for (let size = 1; size <= 7; size++) out.push(Array.from({ length: Math.floor((length - 1) / size) }, (_, k) => (k + 1) * size));
+  return out;
+}
+
+const tricky = [
+  '{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"12","continue":"a\\"b"},"items":[{"a":1},{"b":[1,{"c":"}]"}]}]}',
+  '{ "items" : [ { "s" : "\\\\" } , { "t" : "\\\\\\"" } ] , "metadata" : { } , "n" : 12 , "x" : null , "y" : true }',
+  '{"items":[],"metadata":{"resourceVersion":"1"}}',
+  '{"metadata":{"items":[{"not":"an item"}]},"items":[{"é":"ü\\u00e9 😀"},{"k":"]}\\\\"}],"kind":"List"}',
+  '{}',
+  '{"items":[{"a":{"items":[1]}},{}]}',
+  '{"count":-1.5e3,"items":[{"x":"y"}],"s":""}',
+];
+
+test('items and members are exactly what JSON.parse gives, however the text is chunked', () => {
+  for (const text of tricky) {
+    const whole = JSON.parse(text) as Record<string, unknown>;
+    const { items: expectedItems = [], ...expectedMembers } = whole as { items?: unknown[] };
+    for (const cuts of chunkings(Buffer.byteLength(text))) {
+      const got = decode(text, cuts);
+      assert.deepEqual(got.items, expectedItems, `${text} cut at ${cuts.join(',')}`);
+      assert.deepEqual(got.members, expectedMembers, `${text} cut at ${cuts.join(',')}`);
+    }
+  }
+});
+
+test('random lists of random strings and nesting agree with JSON.parse in random chunks', () => {
+  let seed = 7;
+  const random = (): number => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+  const alphabet = ['a', '"', '\\', '{', '}', '[', ']', ',', ':', ' ', 'é', '😀', '\n'];
+  const str = (): string => Array.from({ length: Math.floor(random() * 8) }, () => alphabet[Math.floor(random() * alphabet.length)]).join('');
+  const value = (depth: number): unknown => {
+    const r = random();
+    if (depth > 3 || r < 0.3) return str();
+    if (r < 0.4) return Math.floor(random() * 1000) - 500;
+    if (r < 0.45) return null;
+    if (r < 0.7) return Array.from({ length: Math.floor(random() * 4) }, () => value(depth + 1));
+    return Object.fromEntries(Array.from({ length: Math.floor(random() * 4) }, () => [str(), value(depth + 1)]));
+  };
+  for (let round = 0; round < 300; round++) {
+    const list = { kind: str(), metadata: { resourceVersion: str(), [str()]: value(1) }, items: Array.from({ length: Math.floor(random() * 5) }, () => value(0)).map((v) => ({ v })) };
+    const text = JSON.stringify(list);
+    const bytes = Buffer.from(text);
+    const cuts: number[] = [];
+    for (let at = 0; at < bytes.length; ) {
+      at += 1 + Math.floor(random() * 9);
+      if (at < bytes.length) cuts.push(at);
+    }
+    const got = decode(bytes, cuts);
+    assert.deepEqual(got.items, list.items);
+    assert.deepEqual(got.members, { kind: list.kind, metadata: list.metadata });
+  }
+});
+
+test('truncated or malformed lists are errors; an element may not exceed the bound', () => {
+  const full = tricky[0]!;
+  for (let cut = 0; cut < full.length; cut++) {
+    assert.throws(() => decode(full.slice(0, cut), []), (err) => err instanceof ListStreamError || err instanceof SyntaxError, `cut at ${cut}`);
+  }
+  for (const bad of ['[]', '{"a":1,}', '{"a":1}x', '{"items":[{"a":}]}', '{"a" 1}', '{"items":[{"a":1}] "b":2}']) {
+    assert.throws(() => decode(bad, []), (err) => err instanceof ListStreamError || err instanceof SyntaxError, bad);
+  }
+  const stream = new ListStream(() => undefined, { maxValueBytes: 10 });
+  assert.throws(() => stream.write(Buffer.from('{"items":[{"a":"0123456789abcdef"')), ListStreamError);
+});
