@@ -93,10 +93,12 @@ class Agent {
     const inner = new AbortController();
     const scope = AbortSignal.any([signal, inner.signal]);
     const tasks: Array<Promise<unknown>> = [];
-    const { manager, close, networkUp, background } = await this.#subnetManager(scope);
-    const nl = new RtNetlink();
+    const { manager, close, networkUp, background } = await this.#subnetManager();
+    let nl: RtNetlink | undefined;
     try {
-      if (background) tasks.push(background);
+      // First thing inside the try, so that whatever fails after it, the finally stops it.
+      if (background) tasks.push(background(scope));
+      nl = new RtNetlink();
       if (flags['healthz-port'] > 0) {
         const health = await startHealthServer(
           { host: flags['healthz-ip'], port: flags['healthz-port'], log: log.child({ component: 'health' }), state: () => this.#health() },
@@ -157,7 +159,7 @@ class Agent {
       inner.abort();
       await Promise.allSettled(tasks);
       close();
-      nl.close();
+      nl?.close();
     }
     if (!signal.aborted) return 1;
     log.info({}, 'Exiting cleanly...');
@@ -166,10 +168,10 @@ class Agent {
 
   /**
    * etcd (default) or, with --kube-subnet-mgr, the Kubernetes API; each loaded only when used.
-   * `background` is the kube manager's Node informer, started at once so that its list runs while
-   * the agent looks for its interface.
+   * `background` runs the kube manager's Node informer; the agent starts it first, so that its
+   * list runs while the agent looks for its interface.
    */
-  async #subnetManager(scope: AbortSignal): Promise<{ manager: SubnetManager; close: () => void; networkUp?: (signal: AbortSignal) => Promise<void>; background?: Promise<void> }> {
+  async #subnetManager(): Promise<{ manager: SubnetManager; close: () => void; networkUp?: (signal: AbortSignal) => Promise<void>; background?: (signal: AbortSignal) => Promise<void> }> {
     const flags = this.#flags;
     const log = this.#log.child({ component: 'subnet' });
     if (flags['kube-subnet-mgr']) {
@@ -204,7 +206,7 @@ class Agent {
       return {
         manager,
         close: () => client.close(),
-        background: manager.run(scope),
+        background: (signal: AbortSignal) => manager.run(signal),
         ...(flags['set-node-network-unavailable'] ? { networkUp: (signal: AbortSignal) => manager.networkUp(signal) } : {}),
       };
     }

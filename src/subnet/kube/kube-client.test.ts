@@ -61,6 +61,19 @@ test('lists page through continue tokens, with client-go\'s query strings; watch
   assert.equal(patch?.contentType, 'application/strategic-merge-patch+json');
 });
 
+test('non-ASCII annotations survive lists and watches, however the bytes are framed', async (t) => {
+  const f = await startKubeFixture(t);
+  const text = 'zürich 東京 😀 '.repeat(3000);
+  f.server.createNode('n1', {}, { note: text });
+  const client = f.client();
+  const { items, resourceVersion } = await list(client, {});
+  assert.equal((items[0] as { metadata: { annotations: Record<string, string> } }).metadata.annotations['note'], text);
+  const events = await client.watchNodes({ resourceVersion, timeoutSeconds: 60 }, signal());
+  f.server.updateNode('n1', (n) => (n.metadata.annotations!['note2'] = text));
+  const [ev] = await collect(events, (s) => s.length === 1);
+  assert.equal(ev?.type === 'MODIFIED' && (ev.object['metadata'] as { annotations: Record<string, string> }).annotations['note2'], text);
+});
+
 test('a watch that the server ends after timeoutSeconds ends cleanly', async (t) => {
   const f = await startKubeFixture(t);
   const client = f.client();

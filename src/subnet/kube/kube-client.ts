@@ -15,6 +15,7 @@
 import { readFile } from 'node:fs/promises';
 import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
+import { LineTooLongError, Lines } from '../../json/lines.js';
 import { ListStream, ListStreamError } from '../../json/list-stream.js';
 import type { KubeAccess, KubeAuth } from './kube-access.js';
 import { type Transport, type TransportResponse, createTransport } from './kube-transport.js';
@@ -97,10 +98,6 @@ export class KubeClient implements NodeApi {
     });
   }
 
-  get server(): string {
-    return this.#access.server.origin;
-  }
-
   lastAlive(): number {
     return this.#transport.lastAlive();
   }
@@ -152,23 +149,17 @@ export class KubeClient implements NodeApi {
     }
     const bodyTimer = setTimeout(() => ctl.abort(ended), query.timeoutSeconds * 1000 + watchGraceMs);
     return (async function* () {
-      let buffered = '';
+      const lines = new Lines({ maxLineBytes: maxEventBytes });
       try {
         for await (const chunk of res.body) {
-          buffered += chunk.toString('utf8');
-          let nl: number;
-          while ((nl = buffered.indexOf('\n')) >= 0) {
-            const line = buffered.slice(0, nl).trim();
-            buffered = buffered.slice(nl + 1);
-            if (line !== '') yield parseWatchLine(line);
-          }
-          if (buffered.length > maxEventBytes) throw protocolError(`a watch event over ${maxEventBytes} bytes`);
+          for (const line of lines.write(chunk)) if (line.trim() !== '') yield parseWatchLine(line);
         }
-        if (buffered.trim() !== '') {
+        const last = lines.rest();
+        if (last.trim() !== '') {
           // A complete last object without its newline is still an event; half of one is a break.
           let event: NodeWatchEvent;
           try {
-            event = parseWatchLine(buffered);
+            event = parseWatchLine(last);
           } catch {
             throw unavailable('the watch stream ended in the middle of an event');
           }
@@ -177,6 +168,7 @@ export class KubeClient implements NodeApi {
       } catch (err) {
         if (signal.aborted) throw signal.reason;
         if (ctl.signal.reason === ended) return;
+        if (err instanceof LineTooLongError) throw protocolError(`a watch event over ${maxEventBytes} bytes`, err);
         throw err;
       } finally {
         clearTimeout(bodyTimer);

@@ -210,3 +210,19 @@ test('an API server restored from older state (504: too large resourceVersion) i
   const lists = f.server.requests.filter((q) => !q.url.includes('watch=true')).map((q) => q.url);
   assert.ok(lists.includes('/api/v1/nodes?limit=500'), `a list of the most recent state, paged: ${lists.join(' ')}`);
 });
+
+test('a server that fails every watch soon after opening it gets growing waits, not a list every second', async (t) => {
+  const f = await startKubeFixture(t);
+  addNodes(f, 2);
+  const log = recordingLogger();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const informer = new NodeInformer({ api: f.client({ log }), records: new NodeRecords(P), log, backoff: { initialMs: 20, maxMs: 100, random: () => 1 } });
+  void informer.run(ctl.signal);
+  await informer.whenSynced(ctl.signal);
+  f.server.inject({ on: 'watch', kind: 'gone', times: 5 });
+  f.server.dropWatches();
+  await waitUntil('five failures', () => log.lines.filter((l) => l.msg === 'node watch expired (410 Gone); listing again').length === 5);
+  const waits = log.lines.filter((l) => l.msg === 'node watch expired (410 Gone); listing again').map((l) => l['retryMs']);
+  assert.deepEqual(waits, [20, 40, 80, 100, 100], 'each watch opened, yet the backoff kept growing');
+});

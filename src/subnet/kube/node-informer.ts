@@ -14,7 +14,9 @@
  *   stream that breaks (mid-event too) or any failure leads to a new list, whose difference to the
  *   cache is delivered as put/delete changes, so a consumer never misses a change.
  * - Failures wait for the server's Retry-After when it gave one, else a backoff of 0.8 s doubling
- *   to 30 s (client-go's), and each is logged once; the first success after them says so.
+ *   to 30 s that starts over only after two minutes without a failure (client-go's), so a server
+ *   that breaks every stream soon after opening it gets a list every 30 s, not every second.
+ *   Each failure is logged once; the first success after them says so.
  * - The cache keeps NodeRecords (name, pod CIDRs, flannel annotations), not Node objects, and
  *   lists are decoded one Node at a time as they arrive, so a list is never held whole.
  * - contactAt(): the last list, event or bookmark; while a watch is open, also the connection's
@@ -29,6 +31,9 @@ import { type NodeRecord, type NodeRecords, sameNodeRecord } from './annotations
 import { KubeApiError, type NodeApi } from './kube-client.js';
 
 export type NodeChange = { readonly type: 'put' | 'delete'; readonly node: NodeRecord };
+
+/** Failure-free time after which the backoff starts over (client-go's reflector: 2 minutes). */
+const stableMs = 120_000;
 
 export interface NodeInformerOptions {
   readonly api: NodeApi;
@@ -142,6 +147,8 @@ export class NodeInformer {
     let listFrom = '0';
     let failures = 0;
     let failingSince = 0;
+    /** When the last failure's wait began: two quiet minutes after it, the backoff starts over. */
+    let lastWait = 0;
     while (!signal.aborted) {
       let listing = false;
       try {
@@ -158,7 +165,6 @@ export class NodeInformer {
           this.#log.info({ failures, downMs: Date.now() - failingSince }, 'node list/watch works again');
           failures = 0;
         }
-        this.#backoff.reset();
         for await (const ev of events) {
           this.#contact = Date.now();
           if (ev.type === 'BOOKMARK') {
@@ -182,6 +188,8 @@ export class NodeInformer {
         // older etcd): list the most recent state instead.
         if (listing && err instanceof KubeApiError && (err.status === 410 || err.status === 504)) listFrom = '';
         if (failures++ === 0) failingSince = Date.now();
+        if (Date.now() - lastWait >= stableMs) this.#backoff.reset();
+        lastWait = Date.now();
         const retryAfter = err instanceof KubeApiError ? err.retryAfterMs : undefined;
         const waitMs = retryAfter ?? this.#backoff.next();
         if (isWeftError(err, ErrorCodes.COMPACTED)) this.#log.info({ err, retryMs: waitMs }, `node ${listing ? 'list' : 'watch'} expired (410 Gone); listing again`);
