@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { type KubeFixture, agentUser, startKubeFixture } from './kube-fixture.js';
-import { mergePatch } from './kube-apiserver.js';
+import { mergePatch } from './merge-patch.js';
 
 const kubectlBin = fileURLToPath(new URL('../../../.tools/kubernetes-client/usr/bin/kubectl', import.meta.url));
 

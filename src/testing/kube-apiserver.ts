@@ -20,6 +20,7 @@ import type * as Https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { type KubeNode, NodeStore, type StatusError, type StoreEvent } from './kube-store.js';
+import { isObject, mergePatch } from './merge-patch.js';
 
 export type { KubeNode } from './kube-store.js';
 
@@ -86,7 +87,6 @@ interface Response {
 
 interface Watcher {
   readonly res: Response;
-  readonly req: Request;
   readonly bookmarks: boolean;
 }
 
@@ -255,7 +255,7 @@ export class KubeApiServer {
       const verb = method.toLowerCase();
       return sendStatus(res, { code: 403, reason: 'Forbidden', message: `nodes${name ? ` "${name}"` : ''} is forbidden: User "${user.name}" cannot ${verb} resource "nodes${sub ?? ''}" in API group "" at the cluster scope` });
     }
-    if (method === 'GET' && !name && (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1')) return this.#watch(url, req, res);
+    if (method === 'GET' && !name && (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1')) return this.#watch(url, res);
     if (method === 'GET' && !name) return this.#answer(res, 'list', () => {
       const result = this.store.list({
         resourceVersion: url.searchParams.get('resourceVersion'),
@@ -355,7 +355,7 @@ export class KubeApiServer {
     return this.store.put(next);
   }
 
-  #watch(url: URL, req: Request, res: Response): void {
+  #watch(url: URL, res: Response): void {
     const fault = this.#fault('watch');
     if (fault?.kind === 'hang') {
       this.#hanging.add(res);
@@ -375,7 +375,7 @@ export class KubeApiServer {
       res.end(JSON.stringify({ type: 'ERROR', object: statusObject(status) }) + '\n');
       return;
     }
-    const watcher: Watcher & { cut?: FaultKind } = { res, req, bookmarks: url.searchParams.get('allowWatchBookmarks') === 'true' };
+    const watcher: Watcher & { cut?: FaultKind } = { res, bookmarks: url.searchParams.get('allowWatchBookmarks') === 'true' };
     if (fault) watcher.cut = fault.kind;
     this.#watchers.add(watcher);
     for (const e of replay) this.#send(watcher, e);
@@ -452,28 +452,6 @@ function stripKind(n: KubeNode): KubeNode {
   delete copy.apiVersion;
   delete copy.kind;
   return copy;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/** RFC 7386 merge patch; with `strategic`, lists of objects with `type` merge by that key (conditions). */
-export function mergePatch(target: Record<string, unknown>, patch: Record<string, unknown>, strategic: boolean): Record<string, unknown> {
-  for (const [k, v] of Object.entries(patch)) {
-    if (v === null) delete target[k];
-    else if (isObject(v) && isObject(target[k])) target[k] = mergePatch(target[k] as Record<string, unknown>, v, strategic);
-    else if (strategic && Array.isArray(v) && Array.isArray(target[k]) && v.every((x) => isObject(x) && typeof x['type'] === 'string')) {
-      const list = [...(target[k] as Array<Record<string, unknown>>)];
-      for (const item of v as Array<Record<string, unknown>>) {
-        const i = list.findIndex((x) => x['type'] === item['type']);
-        if (i >= 0) list[i] = mergePatch(structuredClone(list[i]!), item, strategic);
-        else list.push(item);
-      }
-      target[k] = list;
-    } else target[k] = structuredClone(v);
-  }
-  return target;
 }
 
 function send(res: Response, code: number, value: unknown, headers: Record<string, string> = {}): void {

@@ -90,6 +90,43 @@ function refusedHttp2(err: unknown): boolean {
   return false;
 }
 
+/** A response over either protocol: its body counts as life on the connection, and a break is an error. */
+function wrapResponse(r: {
+  status: number;
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+  body: AsyncIterable<unknown>;
+  req: TransportRequest;
+  server: URL;
+  touch: () => void;
+  /** Why the body that ended is not complete, if it is not. */
+  incomplete: () => string | undefined;
+  done?: () => void;
+  cancel: () => void;
+}): TransportResponse {
+  return {
+    status: r.status,
+    header: (name) => {
+      const v = r.headers[name];
+      return Array.isArray(v) ? v[0] : v;
+    },
+    body: (async function* () {
+      try {
+        for await (const chunk of r.body) {
+          r.touch();
+          yield chunk as Buffer;
+        }
+      } catch (err) {
+        throw r.req.signal.aborted ? r.req.signal.reason : unavailable(r.server, 'the response broke off', err);
+      } finally {
+        r.done?.();
+      }
+      const problem = r.incomplete();
+      if (problem) throw unavailable(r.server, problem);
+    })(),
+    cancel: r.cancel,
+  };
+}
+
 function unavailable(server: URL, what: string, cause?: unknown): WeftError {
   return new WeftError(ErrorCodes.UNAVAILABLE, `Kubernetes API ${server.origin}: ${what}${cause ? `: ${errorMessage(cause)}` : ''}`, cause ? { cause } : undefined);
 }
@@ -127,7 +164,7 @@ class Http2Transport implements Transport {
     // (the stream aborted after its end) from becoming an unhandled 'error' event.
     stream.on('error', () => undefined);
     if (req.body !== undefined) stream.end(req.body);
-    const response = await new Promise<Http2.IncomingHttpHeaders>((resolve, reject) => {
+    const answer = await new Promise<Http2.IncomingHttpHeaders>((resolve, reject) => {
       const fail = (err?: unknown): void => {
         cleanup();
         reject(req.signal.aborted ? req.signal.reason : unavailable(this.#options.server, 'the request failed', err ?? new Error(`stream closed (code ${stream.rstCode ?? '?'})`)));
@@ -147,27 +184,17 @@ class Http2Transport implements Transport {
     });
     this.#lastRead = Date.now();
     const server = this.#options.server;
-    const touch = (): void => void (this.#lastRead = Date.now());
-    return {
-      status: Number(response[':status'] ?? 0),
-      header: (name) => {
-        const v = response[name];
-        return Array.isArray(v) ? v[0] : v;
-      },
-      body: (async function* () {
-        try {
-          for await (const chunk of stream) {
-            touch();
-            yield chunk as Buffer;
-          }
-        } catch (err) {
-          throw req.signal.aborted ? req.signal.reason : unavailable(server, 'the response broke off', err);
-        }
-        // A reset stream can end without an error; only NO_ERROR is a complete body.
-        if (stream.rstCode !== undefined && stream.rstCode !== 0) throw unavailable(server, `the response was reset (HTTP/2 error code ${stream.rstCode})`);
-      })(),
+    return wrapResponse({
+      status: Number(answer[':status'] ?? 0),
+      headers: answer,
+      body: stream,
+      req,
+      server,
+      touch: () => void (this.#lastRead = Date.now()),
+      // A reset stream can end without an error; only NO_ERROR is a complete body.
+      incomplete: () => (stream.rstCode !== undefined && stream.rstCode !== 0 ? `the response was reset (HTTP/2 error code ${stream.rstCode})` : undefined),
       cancel: () => stream.close(this.#http2.constants.NGHTTP2_CANCEL),
-    };
+    });
   }
 
   #connect(): Http2.ClientHttp2Session {
@@ -287,27 +314,16 @@ class Http1Transport implements Transport {
       done = true;
     };
     res.on('close', finish);
-    const touch = (): void => void (this.#lastRead = Date.now());
-    return {
+    return wrapResponse({
       status: res.statusCode ?? 0,
-      header: (name) => {
-        const v = res.headers[name];
-        return Array.isArray(v) ? v[0] : v;
-      },
-      body: (async function* () {
-        try {
-          for await (const chunk of res) {
-            touch();
-            yield chunk as Buffer;
-          }
-        } catch (err) {
-          throw req.signal.aborted ? req.signal.reason : unavailable(server, 'the response broke off', err);
-        } finally {
-          finish();
-        }
-        if (!res.complete) throw unavailable(server, 'the response broke off before its end');
-      })(),
+      headers: res.headers,
+      body: res,
+      req,
+      server,
+      touch: () => void (this.#lastRead = Date.now()),
+      done: finish,
+      incomplete: () => (res.complete ? undefined : 'the response broke off before its end'),
       cancel: () => res.destroy(),
-    };
+    });
   }
 }
