@@ -50,7 +50,7 @@ export function annotationNames(normalizedPrefix: string): AnnotationNames {
 /**
  * What weft keeps of a Node: its name, pod CIDRs (spec.podCIDRs, or spec.podCIDR when that list
  * is empty, as flannel reads them) and the annotations under flannel's prefix. A real Node object
- * is kilobytes (status, images, managed fields); this is about 200 bytes.
+ * is kilobytes (status, images, managed fields); this is about 450 bytes.
  */
 export interface NodeRecord {
   readonly name: string;
