@@ -34,6 +34,11 @@ export interface ApiUser {
   readonly admin?: boolean;
 }
 
+/** The tests' users: the agent with `token`, and an admin with the test CA's client certificate (CN=client). */
+export function testUsers(token: string): ApiUser[] {
+  return [{ name: agentUser, token }, { name: 'client', admin: true }];
+}
+
 export interface ApiServerOptions {
   readonly users: readonly ApiUser[];
   /** PEM texts; without them the server speaks plain HTTP/1.1. `clientCa` verifies client certificates. */

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeAccess } from '../subnet/kube/kube-access.js';
 import { KubeClient, type KubeClientOptions } from '../subnet/kube/kube-client.js';
-import { type ApiServerOptions, type ApiUser, KubeApiServer, agentUser } from './kube-apiserver.js';
+import { type ApiServerOptions, KubeApiServer, testUsers } from './kube-apiserver.js';
 import { recordingLogger } from './recording-logger.js';
 import { type TestCa, makeTestCa } from './test-ca.js';
 
@@ -52,9 +52,8 @@ export async function startKubeFixture(t: TestContext, options: Omit<ApiServerOp
   const tokenFile = join(dir, 'token');
   let token = 'agent-token-1';
   await writeFile(tokenFile, token);
-  const users = (): ApiUser[] => [{ name: agentUser, token }, { name: 'client', admin: true }];
   const tls = options.plainHttp ? undefined : { cert: await testCa.read(testCa.serverCert), key: await testCa.read(testCa.serverKey), clientCa: await testCa.read(testCa.caFile) };
-  const make = (state?: ApiServerOptions['state']): KubeApiServer => new KubeApiServer({ ...options, users: users(), ...(tls ? { tls } : {}), ...(state ? { state } : {}) });
+  const make = (state?: ApiServerOptions['state']): KubeApiServer => new KubeApiServer({ ...options, users: testUsers(token), ...(tls ? { tls } : {}), ...(state ? { state } : {}) });
   let server = make();
   const url = await server.listen();
   const port = Number(new URL(url).port);
@@ -81,7 +80,7 @@ export async function startKubeFixture(t: TestContext, options: Omit<ApiServerOp
     async rotateToken(next) {
       token = next;
       await writeFile(tokenFile, next);
-      server.setUsers(users());
+      server.setUsers(testUsers(token));
     },
     async restart(o = {}) {
       await server.close();

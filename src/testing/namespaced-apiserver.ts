@@ -9,7 +9,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { agentUser } from './kube-apiserver.js';
+import { testUsers } from './kube-apiserver.js';
 import type { KubeNode } from './kube-store.js';
 import { stopProcess } from './netns.js';
 import { type TestCa, makeTestCa } from './test-ca.js';
@@ -96,7 +96,7 @@ export class NamespacedApiServer {
   /** A new token in the agents' token file; the old one is refused from now on. */
   async rotateToken(token: string): Promise<void> {
     await writeFile(this.tokenFile, token);
-    await this.command({ op: 'users', users: this.#users(token) });
+    await this.command({ op: 'users', users: testUsers(token) });
   }
 
   async stop(): Promise<void> {
@@ -111,10 +111,6 @@ export class NamespacedApiServer {
     if (p) await stopProcess(p, signal).catch(() => undefined);
   }
 
-  #users(token: string): Array<Record<string, unknown>> {
-    return [{ name: agentUser, token }, { name: 'client', admin: true }];
-  }
-
   async #writeFiles(token: string): Promise<void> {
     const o = this.#options;
     await writeFile(this.tokenFile, token);
@@ -126,7 +122,7 @@ export class NamespacedApiServer {
         certFile: this.#ca.serverCert,
         keyFile: this.#ca.serverKey,
         clientCaFile: this.#ca.caFile,
-        users: this.#users(token),
+        users: testUsers(token),
         stateFile: join(o.dir, 'apiserver-state.json'),
         ...(o.bookmarkMs ? { bookmarkMs: o.bookmarkMs } : {}),
         ...(o.pageCap ? { pageCap: o.pageCap } : {}),

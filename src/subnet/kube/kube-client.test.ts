@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { isWeftError } from '../../core/errors.js';
 import { agentUser, startKubeFixture } from '../../testing/kube-fixture.js';
 import { startTcpProxy } from '../../testing/tcp-proxy.js';
+import { waitUntil } from '../../testing/wait.js';
 import { KubeApiError, type KubeClient, type NodeWatchEvent } from './kube-client.js';
 
 const signal = (): AbortSignal => AbortSignal.timeout(20_000);
@@ -166,8 +167,7 @@ test('a connection that silently stops carrying bytes is noticed by HTTP/2 PINGs
   const client = f.client({ access: { ...f.access, server: new URL(`https://127.0.0.1:${proxy.port}`) }, pingIntervalMs: 200, pingTimeoutMs: 400 });
   const events = await client.watchNodes({ resourceVersion: String(f.server.store.resourceVersion), timeoutSeconds: 300 }, signal());
   const alive = client.lastAlive();
-  await new Promise((r) => setTimeout(r, 500));
-  assert.ok(client.lastAlive() > alive, 'PINGs answered while idle count as life');
+  await waitUntil('PINGs answered while idle count as life', () => client.lastAlive() > alive);
   proxy.freeze();
   await assert.rejects(collect(events, () => false), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
   proxy.restore();

@@ -12,7 +12,7 @@ import { Backoff, type BackoffOptions } from '../../core/backoff.js';
 import { ErrorCodes, WeftError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../../config/network-config.js';
-import { type Cidr, containsCidr, formatCidr } from '../../ip/cidr.js';
+import { containsCidr, formatCidr } from '../../ip/cidr.js';
 import type { IpAddr } from '../../ip/ip.js';
 import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../../lease/lease.js';
 import type { LeaseCheck, SubnetManager } from '../subnet-manager.js';
@@ -77,9 +77,8 @@ export class KubeManager implements SubnetManager {
     for await (const batch of this.#informer.changes(signal)) {
       if (waiting && !batch.some((c) => c.node.name === name)) continue;
       const node = this.#informer.get(name);
-      const cidrs = node ? podCidrs(node) : {};
-      if ('problem' in cidrs) throw new WeftError(ErrorCodes.CONFIG, `node "${name}" ${cidrs.problem}`);
-      const subnet = pickSubnets(config, cidrs);
+      const subnet = node ? ownSubnets(config, node) : undefined;
+      if (subnet && 'problem' in subnet) throw new WeftError(ErrorCodes.CONFIG, `node "${name}" ${subnet.problem}`);
       if (node && subnet) {
         if (subnet.ipv4 && config.network && !containsCidr(config.network, subnet.ipv4)) {
           throw new WeftError(ErrorCodes.CONFIG, `subnet "${formatCidr(config.network)}" specified in the flannel net config doesn't contain "${formatCidr(subnet.ipv4)}" PodCIDR of the "${name}" node`);
@@ -111,15 +110,14 @@ export class KubeManager implements SubnetManager {
         this.#log.warn({ node: name }, `node "${name}" was deleted; keeping its lease until it is back`);
         continue;
       }
-      const cidrs = podCidrs(node);
-      const subnet = 'problem' in cidrs ? undefined : pickSubnets(config, cidrs);
-      if (subnet && !subnetPairEquals(subnet, this.#lease.subnet)) {
+      const subnet = ownSubnets(config, node);
+      if (subnet && !('problem' in subnet) && !subnetPairEquals(subnet, this.#lease.subnet)) {
         this.#log.warn({ node: name, subnet: formatSubnetPair(subnet) }, 'the node\'s podCIDR changed');
         this.#lease = this.#ownLease(await this.#publish(name, this.#attrs, signal), subnet, this.#attrs);
         yield this.#lease;
         continue;
       }
-      if (Object.keys(ownAnnotations(this.#names, this.#attrs, node.annotations)).length > 0) {
+      if (this.#drifted(node, this.#attrs)) {
         this.#log.warn({ node: name }, 'this node\'s annotations were changed; publishing them again');
         await this.#publish(name, this.#attrs, signal);
       }
@@ -165,9 +163,8 @@ export class KubeManager implements SubnetManager {
     const name = this.#nodeName ? await this.#nodeName : undefined;
     const node = name ? this.#informer.get(name) : undefined;
     if (!node || !this.#attrs || !this.#lease || !this.#config) return { held: false, confirmedAt };
-    const cidrs = podCidrs(node);
-    const subnet = 'problem' in cidrs ? undefined : pickSubnets(this.#config, cidrs);
-    const held = subnet !== undefined && subnetPairEquals(subnet, this.#lease.subnet) && Object.keys(ownAnnotations(this.#names, this.#attrs, node.annotations)).length === 0;
+    const subnet = ownSubnets(this.#config, node);
+    const held = subnet !== undefined && !('problem' in subnet) && subnetPairEquals(subnet, this.#lease.subnet) && !this.#drifted(node, this.#attrs);
     return { held, confirmedAt };
   }
 
@@ -179,6 +176,11 @@ export class KubeManager implements SubnetManager {
       status: { conditions: [{ type: 'NetworkUnavailable', status: 'False', reason: 'FlannelIsUp', message: 'Flannel is running on this node', lastTransitionTime: now, lastHeartbeatTime: now }] },
     };
     await this.#patch(name, patch, 'NetworkUnavailable=False', signal);
+  }
+
+  /** Whether the node's annotations differ from what publishing `attrs` makes them. */
+  #drifted(node: NodeRecord, attrs: LeaseAttrs): boolean {
+    return Object.keys(ownAnnotations(this.#names, attrs, node.annotations)).length > 0;
   }
 
   #ownLease(published: NodeRecord | undefined, subnet: SubnetPair, attrs: LeaseAttrs): Lease {
@@ -212,19 +214,26 @@ export class KubeManager implements SubnetManager {
     return this.#informer.observe(answer) ?? current;
   }
 
-  /** A status patch, retried with backoff (each failure logged once) until it lands or `signal` aborts. */
-  async #patch(name: string, patch: Record<string, unknown>, what: string, signal: AbortSignal): Promise<unknown> {
+  /** A status patch, retried until it lands or `signal` aborts. */
+  #patch(name: string, patch: Record<string, unknown>, what: string, signal: AbortSignal): Promise<unknown> {
+    return this.#retry(() => this.#client.patchNodeStatus(name, patch, signal), { node: name }, `patch ${what} of node "${name}"`, signal);
+  }
+
+  /**
+   * `attempt` until it succeeds or `signal` aborts: each failure logged once (`could not <what>`)
+   * and followed by the server's Retry-After, else a backoff of 1 s doubling to 30 s.
+   */
+  async #retry<T>(attempt: () => Promise<T>, fields: Record<string, unknown>, what: string, signal: AbortSignal): Promise<T> {
     const backoff = new Backoff({ initialMs: 1000, maxMs: 30_000, ...this.#options.retry });
-    for (let attempt = 1; ; attempt++) {
+    for (let tries = 1; ; tries++) {
       try {
-        const answer = await this.#client.patchNodeStatus(name, patch, signal);
-        if (attempt > 1) this.#log.info({ node: name, attempts: attempt }, `${what} patched`);
-        return answer;
+        const result = await attempt();
+        if (tries > 1) this.#log.info({ ...fields, attempts: tries }, `${what}: done`);
+        return result;
       } catch (err) {
         if (signal.aborted) throw signal.reason;
-        const retryAfter = (err as { retryAfterMs?: number }).retryAfterMs;
-        const waitMs = retryAfter ?? backoff.next();
-        this.#log.warn({ err, node: name, retryMs: waitMs }, `could not patch ${what} of node "${name}"; retrying`);
+        const waitMs = (err as { retryAfterMs?: number }).retryAfterMs ?? backoff.next();
+        this.#log.warn({ err, ...fields, retryMs: waitMs }, `could not ${what}; retrying`);
         await delay(waitMs, signal);
       }
     }
@@ -239,27 +248,25 @@ export class KubeManager implements SubnetManager {
   async #findNodeName(signal: AbortSignal): Promise<string> {
     const { podName, podNamespace } = this.#options;
     if (!podName || !podNamespace) throw new WeftError(ErrorCodes.CONFIG, 'env variables POD_NAME and POD_NAMESPACE must be set (or NODE_NAME)');
-    const backoff = new Backoff({ initialMs: 1000, maxMs: 30_000, ...this.#options.retry });
-    for (;;) {
-      try {
-        const pod = await this.#client.getPod(podNamespace, podName, signal);
-        const spec = pod['spec'];
+    const pod = `${podNamespace}/${podName}`;
+    return this.#retry(
+      async () => {
+        const spec = (await this.#client.getPod(podNamespace, podName, signal))['spec'];
         const nodeName = typeof spec === 'object' && spec !== null ? (spec as Record<string, unknown>)['nodeName'] : undefined;
-        if (typeof nodeName !== 'string' || nodeName === '') throw new WeftError(ErrorCodes.CONFIG, `pod ${podNamespace}/${podName} has no spec.nodeName`);
+        if (typeof nodeName !== 'string' || nodeName === '') throw new WeftError(ErrorCodes.CONFIG, `pod ${pod} has no spec.nodeName`);
         return nodeName;
-      } catch (err) {
-        if (signal.aborted) throw signal.reason;
-        if (err instanceof WeftError && err.code === ErrorCodes.CONFIG) throw err;
-        const waitMs = backoff.next();
-        this.#log.warn({ err, pod: `${podNamespace}/${podName}`, retryMs: waitMs }, 'could not read this agent\'s pod to find its node; retrying');
-        await delay(waitMs, signal);
-      }
-    }
+      },
+      { pod },
+      'read this agent\'s pod to find its node',
+      signal,
+    );
   }
 }
 
-/** The subnets the config asks for out of the node's pod CIDRs, or undefined while one is missing. */
-function pickSubnets(config: NetworkConfig, cidrs: { ipv4?: Cidr; ipv6?: Cidr }): SubnetPair | undefined {
+/** The subnets the config asks for out of the node's pod CIDRs: undefined while one is missing, or why they are unusable. */
+function ownSubnets(config: NetworkConfig, node: NodeRecord): SubnetPair | { problem: string } | undefined {
+  const cidrs = podCidrs(node);
+  if ('problem' in cidrs) return cidrs;
   if (config.enableIPv4 && !cidrs.ipv4) return undefined;
   if (!config.enableIPv4 && !cidrs.ipv6) return undefined;
   return { ...(config.enableIPv4 && cidrs.ipv4 ? { ipv4: cidrs.ipv4 } : {}), ...(config.enableIPv6 && cidrs.ipv6 ? { ipv6: cidrs.ipv6 } : {}) };

@@ -90,6 +90,17 @@ function refusedHttp2(err: unknown): boolean {
   return false;
 }
 
+/** The node:tls options of a kubeconfig's TLS settings. */
+function tlsOptions(tls: KubeTls): { ca?: string; cert?: string; key?: string; servername?: string; rejectUnauthorized: boolean; minVersion: 'TLSv1.2' } {
+  return {
+    ...(tls.ca ? { ca: tls.ca } : {}),
+    ...(tls.cert && tls.key ? { cert: tls.cert, key: tls.key } : {}),
+    ...(tls.serverName ? { servername: tls.serverName } : {}),
+    rejectUnauthorized: tls.insecureSkipVerify !== true,
+    minVersion: 'TLSv1.2',
+  };
+}
+
 /** A response over either protocol: its body counts as life on the connection, and a break is an error. */
 function wrapResponse(r: {
   status: number;
@@ -202,14 +213,7 @@ class Http2Transport implements Transport {
     const current = this.#session;
     if (current && !current.closed && !current.destroyed) return current;
     const { tls, server, log } = this.#options;
-    const session = this.#http2.connect(server.origin, {
-      ...(tls.ca ? { ca: tls.ca } : {}),
-      ...(tls.cert && tls.key ? { cert: tls.cert, key: tls.key } : {}),
-      ...(tls.serverName ? { servername: tls.serverName } : {}),
-      rejectUnauthorized: tls.insecureSkipVerify !== true,
-      minVersion: 'TLSv1.2',
-      settings: { enablePush: false },
-    });
+    const session = this.#http2.connect(server.origin, { ...tlsOptions(tls), settings: { enablePush: false } });
     this.#session = session;
     const forget = (): void => {
       if (this.#session === session) this.#session = undefined;
@@ -271,14 +275,7 @@ class Http1Transport implements Transport {
     if (options.server.protocol === 'https:') {
       const https = process.getBuiltinModule('node:https') as typeof Https;
       this.#module = https;
-      this.#agent = new https.Agent({
-        ...agentOptions,
-        ...(tls.ca ? { ca: tls.ca } : {}),
-        ...(tls.cert && tls.key ? { cert: tls.cert, key: tls.key } : {}),
-        ...(tls.serverName ? { servername: tls.serverName } : {}),
-        rejectUnauthorized: tls.insecureSkipVerify !== true,
-        minVersion: 'TLSv1.2',
-      });
+      this.#agent = new https.Agent({ ...agentOptions, ...tlsOptions(tls) });
     } else {
       const http = process.getBuiltinModule('node:http') as typeof Http;
       this.#module = http;

@@ -241,7 +241,8 @@ export class NodeInformer {
     if (!record) {
       const text = JSON.stringify(raw)?.slice(0, 120) ?? String(raw);
       if (!this.#skipped.has(text)) this.#log.warn({ node: text }, 'skipping a Node object without a name');
-      this.#skipped.add(text);
+      // Remembered to warn once each; bounded, as what it holds comes from the server.
+      if (this.#skipped.size < 100) this.#skipped.add(text);
     }
     return record;
   }
