@@ -1,10 +1,11 @@
 /**
  * `make bench`, data plane part (needs root): a weft cluster in namespaces, measuring
  * - convergence: 1000 vxlan peers already in the registry (etcd leases, or Nodes in the in-test
- *   API server over TLS), agent started, time until all are programmed, and the agent's resident
- *   memory then;
+ *   API server over TLS; IPv4 or dual-stack), agent started, time until all are programmed, and
+ *   the agent's resident memory then;
  * - event latency: one peer added, one removed, time until the kernel's routes follow;
- * - pod-to-pod TCP throughput with iperf3 for vxlan and host-gw, against the bare underlay.
+ * - pod-to-pod TCP throughput with iperf3 for vxlan and host-gw over IPv4 and IPv6, against the
+ *   bare underlay of each family.
  */
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -35,8 +36,25 @@ function leaseKey(i: number): string {
   return `/coreos.com/network/subnets/${peerSubnet(i).replace('/', '-')}`;
 }
 
-type Registry = 'etcd' | 'kube';
+/** `dual`: etcd mode with dual-stack leases (two devices, twice the kernel entries). */
+type Registry = 'etcd' | 'kube' | 'dual';
 const config = '{"Network":"198.18.0.0/15","SubnetLen":26,"Backend":{"Type":"vxlan"}}';
+/** /66 IPv6 subnets, so that 1000 peers fit in the test range 2001:db8:1800::/56. */
+const dualConfig = '{"Network":"198.18.0.0/15","SubnetLen":26,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","IPv6SubnetLen":66,"Backend":{"Type":"vxlan"}}';
+
+/** The i-th peer's IPv6 side: a /66 of 2001:db8:1800::/56 after the first, an address on the IPv6 underlay, its own VtepMAC. */
+function peerV6(i: number): { key: string; publicIp: string; mac: string } {
+  const subnet = { family: 6 as const, value: (0x20010db81800n << 80n) + (BigInt(i + 1) << 62n) };
+  return { key: `${formatIp(subnet)}-66`, publicIp: `2001:db8:113::${(0x1000 + i).toString(16)}`, mac: peerMac(i).replace(/^0e/, '0a') };
+}
+
+function dualLease(i: number): [string, string] {
+  const v6 = peerV6(i);
+  return [
+    `${leaseKey(i)}&${v6.key}`,
+    `{"PublicIP":"${peerPublicIp(i)}","PublicIPv6":"${v6.publicIp}","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${peerMac(i)}"},"BackendV6Data":{"VNI":1,"VtepMAC":"${v6.mac}"}}`,
+  ];
+}
 
 /**
  * One node namespace and its registry holding `peers` peers. In kube mode the agent's own Node
@@ -44,9 +62,10 @@ const config = '{"Network":"198.18.0.0/15","SubnetLen":26,"Backend":{"Type":"vxl
  * parser (loading one costs 1.3 MB, docs/benchmarks.md).
  */
 async function benchCluster(registry: Registry, peers: number): Promise<Cluster> {
-  if (registry === 'etcd') {
-    const cluster = await Cluster.create({ nodes: 1, config });
-    await populate(cluster, peers);
+  if (registry === 'etcd' || registry === 'dual') {
+    const dual = registry === 'dual';
+    const cluster = await Cluster.create({ nodes: 1, config: dual ? dualConfig : config, ...(dual ? { ipv6: true } : {}) });
+    await populate(cluster, Array.from({ length: peers }, (_, i) => (dual ? dualLease(i) : [leaseKey(i), leaseValue(i)])));
     return cluster;
   }
   const cluster = await Cluster.create({ nodes: 1, config, kube: { podCidr: () => peerSubnet(peers + 999), kubeconfigJson: true } });
@@ -82,7 +101,7 @@ function logTime(log: string, msg: string): number | undefined {
   return undefined;
 }
 
-async function populate(cluster: Cluster, count: number): Promise<void> {
+async function populate(cluster: Cluster, entries: Array<[string, string]>): Promise<void> {
   // One etcd-admin process per batch would be slow; write them through a short script in the switch namespace.
   const script = `
     const { EtcdGateway } = await import(${JSON.stringify(fileURLToPath(new URL('../src/subnet/etcd/etcd-gateway.js', import.meta.url)))});
@@ -91,7 +110,6 @@ async function populate(cluster: Cluster, count: number): Promise<void> {
     const entries = JSON.parse(text);
     for (let i = 0; i < entries.length; i += 100) await gw.txn([], entries.slice(i, i + 100).map(([key, value]) => ({ put: { key, value } })), AbortSignal.timeout(10000));
     gw.close();`;
-  const entries = Array.from({ length: count }, (_, i) => [leaseKey(i), leaseValue(i)]);
   await nsExec(cluster.sw, process.execPath, ['--input-type=module', '-e', script], { input: JSON.stringify(entries) });
 }
 
@@ -124,11 +142,15 @@ async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers:
     const agent = cluster.startAgent(node, [], env);
     await waitUntil('all peers programmed', () => node.log.includes('"msg":"initial peers programmed"'), 120_000);
     const done = logTime(node.log, 'initial peers programmed')!;
-    const acquired = logTime(node.log, registry === 'etcd' ? 'lease acquired' : 'lease acquired from the node\'s podCIDR')!;
+    const acquired = logTime(node.log, registry === 'kube' ? 'lease acquired from the node\'s podCIDR' : 'lease acquired')!;
     const synced = node.log.split('\n').find((l) => l.includes('"msg":"initial peers programmed"'))!;
     if ((JSON.parse(synced) as { peers: number }).peers !== peers || node.log.includes('"level":"error"')) throw new Error(`agent did not program ${peers} peers:\n${node.log.slice(-2000)}`);
     const routes = (await nsExec(node.ns, 'ip', ['route', 'show', 'dev', 'flannel.1'])).trim().split('\n').length;
     if (routes !== peers) throw new Error(`expected ${peers} routes, found ${routes}`);
+    if (registry === 'dual') {
+      const routes6 = (await nsExec(node.ns, 'ip', ['-6', 'route', 'show', 'dev', 'flannel-v6.1'])).split('\n').filter((l) => l.includes('onlink')).length;
+      if (routes6 !== peers) throw new Error(`expected ${peers} IPv6 routes, found ${routes6}`);
+    }
     const sleepUntil = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, done + ms - Date.now())));
     await sleepUntil(1000);
     const early = await memory(agent.pid!);
@@ -171,15 +193,15 @@ async function largestRegions(pid: number): Promise<string> {
 
 async function convergence(): Promise<void> {
   const peers = 1000;
-  const registries = (process.env['BENCH_REGISTRIES'] ?? 'etcd,kube').split(',') as Registry[];
+  const registries = (process.env['BENCH_REGISTRIES'] ?? 'etcd,kube,dual').split(',') as Registry[];
   const latencies = new Map<Registry, { add: number[]; del: number[] }>();
   const results: Array<{ registry: Registry; name: string; flags: string; rows: ConvergenceRow[] }> = [];
   for (const registry of registries) {
-    latencies.set(registry, { add: [], del: [] });
-    // kube mode: the shipped flags only; the flag comparison is the same in both modes.
+    if (registry !== 'dual') latencies.set(registry, { add: [], del: [] });
+    // kube mode and dual-stack: the shipped flags only; the flag comparison is the same in all modes.
     for (const profile of registry === 'etcd' ? profiles() : profiles().slice(0, 1)) {
       const rows: ConvergenceRow[] = [];
-      const first = !results.some((r) => r.registry === registry);
+      const first = !results.some((r) => r.registry === registry) && registry !== 'dual';
       for (let run = 0; run < runs; run++) rows.push(await convergenceRun(registry, profile.env, peers, first ? latencies.get(registry) : undefined));
       results.push({ registry, name: profile.name, flags: profile.env['WEFT_NODE_FLAGS'] ?? '', rows });
     }
@@ -188,7 +210,7 @@ async function convergence(): Promise<void> {
   say('### Agent convergence: 1000 peers already in the registry');
   say();
   say(
-    `One node namespace, \`weft agent\` started with ${peers} vxlan peers already in its registry: leases in a real etcd, or Nodes (about 2.8 kB each, as kubelet-registered Nodes are) in the in-test API server over TLS (HTTP/2, a CA, a token file; kubeconfig in JSON). ` +
+    `One node namespace, \`weft agent\` started with ${peers} vxlan peers already in its registry: leases in a real etcd (IPv4, or dual-stack: two devices and twice the kernel entries), or Nodes (about 2.8 kB each, as kubelet-registered Nodes are) in the in-test API server over TLS (HTTP/2, a CA, a token file; kubeconfig in JSON). ` +
       `"programmed" is the agent's own log line after its first full reconcile (1000 ARP + 1000 FDB + 1000 route entries, checked with \`ip route\`). ` +
       `Resident memory (VmRSS; in brackets its anonymous and file-backed parts) 1 s and 10 s after that line, the largest of its samples every 5 s from 10 to ${windowS} s (the agent re-lists the kernel every 60 s), and the peak (VmHWM). Medians of ${runs}.`,
   );
@@ -197,7 +219,7 @@ async function convergence(): Promise<void> {
   say('|---|---|---|---|---|---|---|---|');
   for (const { registry, name, flags, rows } of results) {
     const label = flags ? `${name}: \`WEFT_NODE_FLAGS='${flags}'\`` : name;
-    say(`| ${registry} | ${label} | ${med(rows, (r) => r.total)} | ${med(rows, (r) => r.programming)} | ${med(rows, (r) => r.early.rss, 1)} | ${med(rows, (r) => r.settled.rss, 1)} [${med(rows, (r) => r.settled.anon, 1)} + ${med(rows, (r) => r.settled.file, 1)}] | ${med(rows, (r) => r.windowMax, 1)} | ${med(rows, (r) => r.settled.peak, 1)} |`);
+    say(`| ${registry === 'dual' ? 'etcd, dual-stack' : registry} | ${label} | ${med(rows, (r) => r.total)} | ${med(rows, (r) => r.programming)} | ${med(rows, (r) => r.early.rss, 1)} | ${med(rows, (r) => r.settled.rss, 1)} [${med(rows, (r) => r.settled.anon, 1)} + ${med(rows, (r) => r.settled.file, 1)}] | ${med(rows, (r) => r.windowMax, 1)} | ${med(rows, (r) => r.settled.peak, 1)} |`);
   }
   say();
   say('### Event latency');
@@ -255,32 +277,42 @@ async function iperf(from: { ns: string }, to: { ns: string; ip: string }): Prom
 }
 
 async function throughput(): Promise<void> {
-  const results: Record<string, number[]> = { underlay: [], vxlan: [], 'host-gw': [] };
+  const results: Record<string, number[]> = {};
+  const add = (path: string, x: number): void => void (results[path] ??= []).push(x);
   const reps = Math.max(1, Math.min(runs, 3));
-  for (const backend of ['vxlan', 'host-gw'] as const) {
-    const cluster = await Cluster.create({ nodes: 2, config: `{"Network":"198.18.0.0/16","Backend":{"Type":"${backend}"}}` });
-    try {
-      for (const n of cluster.nodes) cluster.startAgent(n);
-      await waitUntil('agents up', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet));
-      const [a, b] = cluster.nodes as [ClusterNode, ClusterNode];
-      const pa = await cluster.addPod(a);
-      const pb = await cluster.addPod(b);
-      await waitUntil('pods reach each other', () => cluster.ping(pa, pb.ip), 30_000);
-      for (let i = 0; i < reps; i++) {
-        results[backend]!.push(await iperf(pa, pb));
-        if (backend === 'vxlan') results['underlay']!.push(await iperf({ ns: a.ns }, { ns: b.ns, ip: b.ip }));
+  // IPv4 in an IPv4-only cluster (as before dual-stack existed, so figures stay comparable); IPv6 in a dual-stack one.
+  for (const family of [4, 6] as const) {
+    for (const backend of ['vxlan', 'host-gw'] as const) {
+      const v6 = family === 6;
+      const conf = v6 ? `{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"${backend}"}}` : `{"Network":"198.18.0.0/16","Backend":{"Type":"${backend}"}}`;
+      const cluster = await Cluster.create({ nodes: 2, config: conf, ...(v6 ? { ipv6: true } : {}) });
+      try {
+        for (const n of cluster.nodes) cluster.startAgent(n);
+        await waitUntil('agents up', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet));
+        const [a, b] = cluster.nodes as [ClusterNode, ClusterNode];
+        const pa = await cluster.addPod(a);
+        const pb = await cluster.addPod(b);
+        const target = { ns: pb.ns, ip: pb.ips[v6 ? 1 : 0]! };
+        await waitUntil('pods reach each other', () => cluster.ping(pa, target.ip), 30_000);
+        for (let i = 0; i < reps; i++) {
+          add(`pod to pod, ${backend}, IPv${family}`, await iperf(pa, target));
+          if (backend === 'vxlan') add(`bare underlay (node to node), IPv${family}`, await iperf({ ns: a.ns }, { ns: b.ns, ip: v6 ? b.ip6! : b.ip }));
+        }
+      } finally {
+        await cluster.destroy();
       }
-    } finally {
-      await cluster.destroy();
     }
   }
   say('### Pod-to-pod TCP throughput (iperf3)');
   say();
-  say(`Two node namespaces joined by veth pairs on a bridge (no physical NIC: the figures show the CPU cost of each path on this machine), one pod per node made by the CNI bridge plugin; \`iperf3 -t 5\`, medians of ${reps}.`);
+  say(
+    `Two node namespaces joined by veth pairs on a bridge (no physical NIC: the figures show the CPU cost of each path on this machine), one pod per node made by the CNI bridge plugin; \`iperf3 -t 5\`, medians of ${reps}. ` +
+      'IPv4 in an IPv4-only cluster (FLANNEL_MTU 1450 with vxlan); IPv6 in a dual-stack cluster over the IPv6 underlay (FLANNEL_MTU 1430 with vxlan: the IPv6 device costs 70 bytes).',
+  );
   say();
   say('| path | Gbit/s |');
   say('|---|---|');
-  for (const [path, xs] of Object.entries(results)) say(`| ${path === 'underlay' ? 'bare underlay (node to node)' : `pod to pod, ${path}`} | ${fmt(median(xs), 2)} |`);
+  for (const [path, xs] of Object.entries(results).sort(([a], [b]) => a.localeCompare(b))) say(`| ${path} | ${fmt(median(xs), 2)} |`);
   say();
 }
 

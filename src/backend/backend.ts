@@ -5,27 +5,17 @@
  */
 import type { Logger } from '../core/log.js';
 import type { NetworkConfig } from '../config/network-config.js';
-import type { IpAddr } from '../ip/ip.js';
 import type { Lease, LeaseAttrs, LeaseEvent } from '../lease/lease.js';
 import type { Netlink } from '../netlink/netlink.js';
-
-/** The interface peers reach this node through (flanneld's "external interface"). */
-export interface ExternalInterface {
-  readonly index: number;
-  readonly name: string;
-  readonly mtu: number;
-  /** The interface's own IPv4 address, if it has one. */
-  readonly ifaceAddr?: IpAddr;
-  readonly ifaceAddr6?: IpAddr;
-  /** What peers send to: `--public-ip`, else the interface address. */
-  readonly publicIp?: IpAddr;
-  readonly publicIpv6?: IpAddr;
-}
+import type { ExternalInterface } from './external-interface.js';
+import type { FamilyPlane } from './family-plane.js';
 
 export interface BackendDeps {
   readonly netlink: Netlink;
   readonly log: Logger;
   readonly extIface: ExternalInterface;
+  /** One per enabled family, IPv4 first (family-plane.ts). */
+  readonly planes: readonly FamilyPlane[];
   /** What this node published in an earlier run, if the registry still has it. */
   readonly previous?: LeaseAttrs;
 }

@@ -9,7 +9,7 @@ const device = 7;
 const network = parseCidr('198.18.0.0/16');
 const external = 2;
 const scope: ChangeScope = {
-  device: () => device,
+  devices: () => [{ index: device, family: 4 }],
   links: () => [device, external],
   ownsRoute: (r) => r.index === device && network.prefix <= r.dst.prefix && (r.dst.ip.value >> 16n) === (network.ip.value >> 16n),
 };

@@ -4,13 +4,21 @@
  * destination. Pure: no I/O.
  */
 import { cidrEquals } from '../ip/cidr.js';
-import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
+import { type Family, type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
 import type { FdbInfo, FdbSpec, NeighbourChange, NeighbourSpec, NetlinkChange, RouteInfo, RouteSpec } from '../netlink/netlink.js';
 
 export interface PeerProgram {
   readonly neighbours: readonly NeighbourSpec[];
   readonly fdb: readonly FdbSpec[];
   readonly routes: readonly RouteSpec[];
+  /** Why a family of the lease was left out (a dual-stack lease may be half usable). */
+  readonly refused?: string;
+}
+
+/** A device whose neighbours and FDB entries a backend manages entirely, e.g. `flannel.1`. */
+export interface ManagedDevice {
+  readonly index: number;
+  readonly family: Family;
 }
 
 // Keys made with join, not template literals: join gives one flat string, a template literal a
@@ -38,8 +46,8 @@ export const fdbMatches = (want: FdbSpec, have: Pick<FdbInfo, 'dst'>): boolean =
 export interface ChangeScope {
   /** Whether a kernel route is one this backend manages. */
   ownsRoute(route: RouteInfo): boolean;
-  /** Device whose neighbours and FDB entries this backend manages entirely, if any. */
-  device(): number | undefined;
+  /** Devices whose neighbours and FDB entries this backend manages entirely (one per family for vxlan). */
+  devices(): readonly ManagedDevice[];
   /**
    * Links whose changes can undo this backend's entries unannounced (a link that goes down takes
    * its routes along without a route notification): its device and the external interface.
@@ -148,7 +156,7 @@ export class DesiredState {
         return want ? !routeMatches(want, have) : scope.ownsRoute(have);
       }
       case 'neigh': {
-        if (change.index !== scope.device()) return false;
+        if (!scope.devices().some((d) => d.index === change.index)) return false;
         const have = change.entry;
         if (!have) return true;
         const want = this.neighbours.get(neighKey(have));
@@ -156,7 +164,7 @@ export class DesiredState {
         return want ? !neighbourMatches(want, have) : have.permanent;
       }
       case 'fdb': {
-        if (change.index !== scope.device()) return false;
+        if (!scope.devices().some((d) => d.index === change.index)) return false;
         const have = change.entry;
         if (!have) return true;
         const want = this.fdb.get(fdbKey(have));

@@ -1,27 +1,35 @@
 /**
- * Leases come from a shared registry that anyone with write access can fill: each one is checked
- * before it programs anything (flanneld trusts them all).
+ * Leases come from a shared registry that anyone with write access can fill: each one is checked,
+ * family by family, before it programs anything (flanneld trusts them all).
  */
-import { type Cidr, containsIp, overlaps } from '../ip/cidr.js';
+import { containsIp, overlaps } from '../ip/cidr.js';
 import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
-import type { Lease } from '../lease/lease.js';
+import { type Lease, publicIpOf, subnetOf } from '../lease/lease.js';
+import { type FamilyPlane, familyName } from './family-plane.js';
 
-export interface PeerContext {
-  readonly network?: Cidr;
-  readonly own?: Cidr;
-  readonly ownPublicIp?: IpAddr;
+/** Why the lease's side of `plane`'s family must not be programmed, or undefined when it may. */
+export function peerProblem(lease: Lease, plane: FamilyPlane): string | undefined {
+  const f = plane.family;
+  const subnet = subnetOf(lease.subnet, f);
+  const ip = publicIpOf(lease.attrs, f);
+  const v = f === 4 ? '' : 'IPv6 ';
+  if (!subnet) return `it has no ${familyName(f)} subnet`;
+  if (!containsIp(plane.network, subnet.ip)) return `its ${v}subnet is outside the ${v}network`;
+  if (plane.subnet && overlaps(subnet, plane.subnet)) return `its ${v}subnet overlaps this node's own`;
+  if (!ip) return `it has no public ${familyName(f)} address`;
+  if (ip.family !== f) return `its public ${familyName(f)} address ${formatIp(ip)} is of the other family`;
+  if (containsIp(plane.network, ip)) return `its public IP ${formatIp(ip)} lies inside the pod network`;
+  if (ipEquals(ip, plane.publicIp)) return `its public IP ${formatIp(ip)} is this node's own`;
+  if (!isUnicast(ip)) return `its public IP ${formatIp(ip)} is not a unicast address`;
+  return undefined;
 }
 
-/** Why an IPv4 peer lease must not be programmed, or undefined when it may. */
-export function ipv4PeerProblem(lease: Lease, ctx: PeerContext): string | undefined {
-  const subnet = lease.subnet.ipv4;
-  const ip = lease.attrs.publicIp;
-  if (!subnet) return 'it has no IPv4 subnet';
-  if (ctx.network && !containsIp(ctx.network, subnet.ip)) return 'its subnet is outside the network';
-  if (ctx.own && overlaps(subnet, ctx.own)) return "its subnet overlaps this node's own subnet";
-  if (ip.value === 0n) return 'it has no public IP';
-  if (ctx.network && containsIp(ctx.network, ip)) return `its public IP ${formatIp(ip)} lies inside the pod network`;
-  if (ctx.ownPublicIp && ipEquals(ip, ctx.ownPublicIp)) return `its public IP ${formatIp(ip)} is this node's own`;
-  if (ip.value >> 24n === 127n || ip.value >> 28n === 14n || ip.value === 0xffffffffn) return `its public IP ${formatIp(ip)} is not a unicast address`;
-  return undefined;
+/**
+ * Addresses a tunnel or a next hop can point at: not unspecified, loopback, multicast or
+ * broadcast; for IPv6 not link-local either (it would need a scope the lease cannot carry).
+ */
+function isUnicast(ip: IpAddr): boolean {
+  const v = ip.value;
+  if (ip.family === 4) return v !== 0n && v >> 24n !== 127n && v >> 28n !== 14n && v !== 0xffffffffn;
+  return v > 1n && v >> 120n !== 0xffn && v >> 118n !== 0x3fan;
 }

@@ -23,7 +23,7 @@ import { delay } from '../core/abort.js';
 import { errorMessage } from '../core/errors.js';
 import { memoryFigures, releaseMemory, releaseMemoryAtMostEvery } from '../core/memory.js';
 import type { Logger } from '../core/log.js';
-import { type Cidr, cidrEquals, containsCidr } from '../ip/cidr.js';
+import { type Cidr, containsCidr, overlaps } from '../ip/cidr.js';
 import { type Family, formatIp } from '../ip/ip.js';
 import { type Lease, type LeaseEvent, formatSubnetPair } from '../lease/lease.js';
 import { formatSubnetKey } from '../lease/subnet-key.js';
@@ -31,11 +31,12 @@ import type { FdbSpec, NeighbourInfo, Netlink, RouteInfo } from '../netlink/netl
 import {
   type ChangeScope, DesiredState, type EntryIndex, type PeerProgram, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
 } from './desired-state.js';
+import { type Refusal, isRefusal } from './lease-program.js';
 
 /** What a backend tells the reconciler. */
 export interface ReconcileScope extends ChangeScope {
   /** The program for a peer, or a reason to refuse it (logged once), or null to ignore it quietly. */
-  program(lease: Lease): PeerProgram | { refused: string } | null;
+  program(lease: Lease): PeerProgram | Refusal | null;
   /** Route families in play. */
   readonly families: readonly Family[];
   /** Repairs the node's own device (recreate, address, up) if needed; true when it changed. */
@@ -211,15 +212,15 @@ export class Reconciler {
         }
         this.#log.warn({ peers: this.#peers.size }, 'device repaired; re-programming every peer');
       }
-      const device = this.#scope.device();
+      const devices = this.#scope.devices();
       const want = this.#desired;
       let repairs = 0;
-      if (device !== undefined) {
+      if (devices.length > 0) {
         const haveNeigh = new Map<string, NeighbourInfo>();
-        for (const family of this.#scope.families) for (const n of await this.#nl.neighbours(device, family)) if (n.permanent) haveNeigh.set(neighKey(n), n);
+        for (const d of devices) for (const n of await this.#nl.neighbours(d.index, d.family)) if (n.permanent) haveNeigh.set(neighKey(n), n);
         repairs += await this.#converge('neighbour', want.neighbours, haveNeigh, neighbourMatches, (n) => this.#nl.replaceNeighbour(n), (n) => this.#nl.deleteNeighbour(n));
         const haveFdb = new Map<string, FdbSpec>();
-        for (const f of await this.#nl.fdb(device)) if (f.dst && f.permanent) haveFdb.set(fdbKey(f), { index: f.index, mac: f.mac, dst: f.dst });
+        for (const d of devices) for (const f of await this.#nl.fdb(d.index)) if (f.dst && f.permanent) haveFdb.set(fdbKey(f), { index: f.index, mac: f.mac, dst: f.dst });
         repairs += await this.#converge('fdb entry', want.fdb, haveFdb, fdbMatches, (f) => this.#nl.replaceFdb(f), (f) => this.#nl.deleteFdb(f));
       }
       const haveRoutes = new Map<string, RouteInfo>();
@@ -278,14 +279,21 @@ export class Reconciler {
   #program(key: string, lease: Lease): PeerProgram | undefined {
     const result = this.#scope.program(lease);
     if (result === null) return undefined;
-    if ('refused' in result) {
+    if (isRefusal(result)) {
       if (this.#refusedSeen.get(key) !== result.refused) {
         this.#refusedSeen.set(key, result.refused);
         this.#log.warn({ subnet: formatSubnetPair(lease.subnet), publicIp: formatIp(lease.attrs.publicIp) }, `refusing lease: ${result.refused}`);
       }
       return undefined;
     }
-    this.#refusedSeen.delete(key);
+    if (result.refused !== undefined) {
+      if (this.#refusedSeen.get(key) !== result.refused) {
+        this.#refusedSeen.set(key, result.refused);
+        this.#log.warn({ subnet: formatSubnetPair(lease.subnet) }, `programming only part of a lease: ${result.refused}`);
+      }
+    } else {
+      this.#refusedSeen.delete(key);
+    }
     return result;
   }
 
@@ -321,7 +329,10 @@ export class Reconciler {
   }
 }
 
-/** A route inside the cluster network that is not this node's own subnet. */
+/**
+ * A route inside the cluster network and outside this node's own subnet (the kernel's own route
+ * to the device's IPv6 /128 lies inside it, as does the bridge's).
+ */
 export function inClusterScope(dst: Cidr, network: Cidr | undefined, own: Cidr | undefined): boolean {
-  return network !== undefined && containsCidr(network, dst) && !(own && cidrEquals(dst, own));
+  return network !== undefined && containsCidr(network, dst) && !(own && overlaps(dst, own));
 }

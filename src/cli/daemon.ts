@@ -10,11 +10,11 @@ import type { SubnetManager } from '../subnet/subnet-manager.js';
 import { type Logger, createLogger } from '../core/log.js';
 import { delay } from '../core/abort.js';
 import type { NetworkConfig } from '../config/network-config.js';
-import { formatCidr } from '../ip/cidr.js';
 import { formatIp } from '../ip/ip.js';
 import { type Lease, formatSubnetPair } from '../lease/lease.js';
 import type { Network } from '../backend/backend.js';
 import { backendFactory } from '../backend/registry.js';
+import { type FamilyPlane, enabledFamilies, familyPlanes, withLease } from '../backend/family-plane.js';
 import { RtNetlink } from '../netlink/rtnetlink.js';
 import { readSubnetEnv, writeSubnetEnv } from '../subnet/subnet-env.js';
 import { Iptables } from '../traffic/iptables.js';
@@ -93,7 +93,7 @@ class Agent {
     const inner = new AbortController();
     const scope = AbortSignal.any([signal, inner.signal]);
     const tasks: Array<Promise<unknown>> = [];
-    const { manager, close, networkUp, background } = await this.#subnetManager();
+    const { manager, close, networkUp, background, nodePublicIps } = await this.#subnetManager();
     let nl: RtNetlink | undefined;
     try {
       // First thing inside the try, so that whatever fails after it, the finally stops it.
@@ -108,15 +108,30 @@ class Agent {
       }
       const config = await manager.getNetworkConfig(scope);
       if (config.enableNFTables) log.warn({}, 'EnableNFTables is not supported yet: installing the same rules with iptables');
+      const publicIps = { publicIp: flags['public-ip'], publicIpv6: flags['public-ipv6'] };
+      if (nodePublicIps) {
+        // flannel 0.28: the Node's node-public-ip(v6) annotations win over the flags.
+        const annotated = await nodePublicIps(scope);
+        for (const key of ['publicIp', 'publicIpv6'] as const) {
+          if (!annotated[key]) continue;
+          log.info({ [key]: annotated[key] }, 'public address taken from the node\'s annotation');
+          publicIps[key] = annotated[key];
+        }
+      }
       const { iface, how } = await selectExternalInterface(nl, {
         iface: flags.iface,
         ifaceRegex: flags['iface-regex'],
         ifaceCanReach: flags['iface-can-reach'],
-        publicIp: flags['public-ip'],
+        ...publicIps,
+        families: enabledFamilies(config),
       });
-      log.info({ iface: iface.name, chosenBy: how, publicIp: iface.publicIp ? formatIp(iface.publicIp) : undefined, mtu: iface.mtu }, 'using external interface');
-      const previous = iface.publicIp ? await manager.previousAttrs(iface.publicIp, scope).catch(() => undefined) : undefined;
-      const deps = { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface, ...(previous ? { previous } : {}) };
+      const planes = familyPlanes(config, iface);
+      log.info(
+        { iface: iface.name, chosenBy: how, publicIp: iface.publicIp ? formatIp(iface.publicIp) : undefined, publicIpv6: iface.publicIpv6 ? formatIp(iface.publicIpv6) : undefined, mtu: iface.mtu, families: planes.map((p) => p.family) },
+        'using external interface',
+      );
+      const previous = await manager.previousAttrs(planes[0]!.publicIp, scope).catch(() => undefined);
+      const deps = { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface, planes, ...(previous ? { previous } : {}) };
       const network = await backendFactory(config.backend.type).create(config, deps, scope);
       const lease = await manager.acquireLease(network.attrs, scope);
       this.#lease = lease;
@@ -124,7 +139,7 @@ class Agent {
       this.#lastContact = Date.now();
       await network.setLease(lease, scope);
       const iptables = new Iptables({ log: log.child({ component: 'iptables' }), resyncMs: flags['iptables-resync'] * 1000 });
-      await iptables.apply(this.#ruleSets(config, lease));
+      await iptables.apply(this.#ruleSets(withLease(planes, lease)));
       await this.#writeSubnetFile(config, lease, network);
       this.#ready = true;
       log.info({ subnet: formatSubnetPair(lease.subnet), backend: config.backend.type, mtu: network.mtu }, 'weft agent is up');
@@ -143,7 +158,7 @@ class Agent {
             for await (const next of manager.holdLease(scope)) {
               this.#lease = next;
               await network.setLease(next, scope);
-              await iptables.apply(this.#ruleSets(config, next));
+              await iptables.apply(this.#ruleSets(withLease(planes, next)));
               await this.#writeSubnetFile(config, next, network);
             }
           })(),
@@ -171,7 +186,13 @@ class Agent {
    * `background` runs the kube manager's Node informer; the agent starts it first, so that its
    * list runs while the agent looks for its interface.
    */
-  async #subnetManager(): Promise<{ manager: SubnetManager; close: () => void; networkUp?: (signal: AbortSignal) => Promise<void>; background?: (signal: AbortSignal) => Promise<void> }> {
+  async #subnetManager(): Promise<{
+    manager: SubnetManager;
+    close: () => void;
+    networkUp?: (signal: AbortSignal) => Promise<void>;
+    background?: (signal: AbortSignal) => Promise<void>;
+    nodePublicIps?: (signal: AbortSignal) => Promise<{ publicIp: string; publicIpv6: string }>;
+  }> {
     const flags = this.#flags;
     const log = this.#log.child({ component: 'subnet' });
     if (flags['kube-subnet-mgr']) {
@@ -207,6 +228,7 @@ class Agent {
         manager,
         close: () => client.close(),
         background: (signal: AbortSignal) => manager.run(signal),
+        nodePublicIps: (signal: AbortSignal) => manager.nodePublicIps(signal),
         ...(flags['set-node-network-unavailable'] ? { networkUp: (signal: AbortSignal) => manager.networkUp(signal) } : {}),
       };
     }
@@ -223,24 +245,25 @@ class Agent {
     return { manager, close: () => gateway.close() };
   }
 
-  #ruleSets(config: NetworkConfig, lease: Lease): RuleSet[] {
+  /** flannel's masquerade and forward rules, for each family. */
+  #ruleSets(planes: readonly FamilyPlane[]): RuleSet[] {
     const sets: RuleSet[] = [];
-    const network = config.network;
-    const own = lease.subnet.ipv4;
-    if (network && own && this.#flags['ip-masq']) sets.push(masqRuleSet(network, own, { randomFully: !this.#flags['ip-masq-fully-random-disable'] }));
-    if (network && this.#flags['iptables-forward-rules']) sets.push(forwardRuleSet(network));
+    for (const { network, subnet } of planes) {
+      if (subnet && this.#flags['ip-masq']) sets.push(masqRuleSet(network, subnet, { randomFully: !this.#flags['ip-masq-fully-random-disable'] }));
+      if (this.#flags['iptables-forward-rules']) sets.push(forwardRuleSet(network));
+    }
     return sets;
   }
 
   async #writeSubnetFile(config: NetworkConfig, lease: Lease, network: Network): Promise<void> {
     await writeSubnetEnv(this.#flags['subnet-file'], {
-      ...(config.network ? { network: config.network } : {}),
-      ...(lease.subnet.ipv4 ? { subnet: lease.subnet.ipv4 } : {}),
-      ...(config.ipv6Network && lease.subnet.ipv6 ? { ipv6Network: config.ipv6Network, ipv6Subnet: lease.subnet.ipv6 } : {}),
+      ...(config.enableIPv4 && config.network ? { network: config.network } : {}),
+      ...(config.enableIPv4 && lease.subnet.ipv4 ? { subnet: lease.subnet.ipv4 } : {}),
+      ...(config.enableIPv6 && config.ipv6Network && lease.subnet.ipv6 ? { ipv6Network: config.ipv6Network, ipv6Subnet: lease.subnet.ipv6 } : {}),
       mtu: network.mtu,
       ipMasq: this.#flags['ip-masq'],
     });
-    this.#log.info({ file: this.#flags['subnet-file'], network: config.network ? formatCidr(config.network) : undefined }, 'subnet file written');
+    this.#log.info({ file: this.#flags['subnet-file'], subnet: formatSubnetPair(lease.subnet) }, 'subnet file written');
   }
 
   /** Every interval: does the registry still hold our lease, and when did it last say so? */

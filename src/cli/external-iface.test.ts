@@ -56,3 +56,32 @@ test('nothing matching, or a bad pattern, is WEFT_ERR_CONFIG naming it', async (
   await assert.rejects(selectExternalInterface(kernel, { ...none, iface: ['wlan9'] }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /--iface=wlan9/.test(err.message));
   await assert.rejects(selectExternalInterface(kernel, { ...none, ifaceRegex: ['('] }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /--iface-regex/.test(err.message));
 });
+
+test('IPv6: the interface\'s global, permanent, non-temporary address; the IPv6 default route for IPv6 only; --public-ipv6', async () => {
+  const v6: AddressInfo[] = [
+    ...addresses,
+    addr(2, 'fe80::1', 64, { scope: 253 }),
+    addr(2, '2001:db8:113::99', 64, { temporary: true, permanent: false }),
+    addr(2, '2001:db8:113::98', 64, { deprecated: true }),
+    addr(2, '2001:db8:113::5', 64, { permanent: false }),
+    addr(2, '2001:db8:113::6', 64),
+    addr(3, '2001:db8:113::7', 64),
+  ];
+  const v6Routes: RouteInfo[] = [{ dst: parseCidr('::/0'), gateway: parseIp('2001:db8:113::1'), index: 3, table: 254, protocol: 3, scope: 0 }];
+  const k6 = {
+    ...kernel,
+    addresses: async (o: { family?: number } = {}) => v6.filter((a) => o.family === undefined || a.ip.family === o.family),
+    routes: async (family: number) => (family === 4 ? routes : v6Routes),
+  } as unknown as Netlink;
+  const pick = async (o: Partial<IfaceOptions>) => (await selectExternalInterface(k6, { ...none, ...o })).iface;
+  const dual = await pick({ families: [4, 6] });
+  assert.equal(dual.name, 'eth0', 'the IPv4 default route chooses in dual-stack');
+  assert.equal(formatIp(dual.ifaceAddr6!), '2001:db8:113::6', 'global and permanent; never link-local, temporary or deprecated');
+  assert.equal(formatIp(dual.publicIpv6!), '2001:db8:113::6');
+  const only6 = await selectExternalInterface(k6, { ...none, families: [6] });
+  assert.equal(only6.iface.name, 'ens5');
+  assert.equal(only6.how, 'IPv6 default route');
+  assert.equal(formatIp((await pick({ families: [6], publicIpv6: '2001:db8:113::6' })).ifaceAddr6!), '2001:db8:113::6', '--public-ipv6 chooses the interface owning it');
+  assert.equal((await pick({ iface: ['2001:db8:113::7'], families: [4, 6] })).name, 'ens5');
+  await assert.rejects(pick({ publicIpv6: '203.0.113.1' }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /--public-ipv6 must be an IPv6 address/.test(err.message));
+});

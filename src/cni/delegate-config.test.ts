@@ -29,6 +29,16 @@ test('dual-stack subnet files produce both ranges and both routes', () => {
     ranges: [[{ subnet: '198.18.42.0/24' }], [{ subnet: '2001:cafe:42::/64' }]],
     routes: [{ dst: '198.18.0.0/16' }, { dst: '2001:cafe:42::/56' }],
   });
+  // Byte for byte what flannel's plugin hands bridge for this subnet.env (spec §10.6-10.7).
+  assert.equal(
+    sortedJson(d),
+    '{"cniVersion":"0.3.1","hairpinMode":true,"ipMasq":false,"ipam":{"ranges":[[{"subnet":"198.18.42.0/24"}],[{"subnet":"2001:cafe:42::/64"}]],"routes":[{"dst":"198.18.0.0/16"},{"dst":"2001:cafe:42::/56"}],"type":"host-local"},"isDefaultGateway":true,"isGateway":true,"mtu":1450,"name":"cbr0","type":"bridge"}',
+  );
+  const v6only = buildDelegateConfig(parseNetConf(kubeFlannelStdin), env('FLANNEL_IPV6_NETWORK=2001:db8:1800::/56\nFLANNEL_IPV6_SUBNET=2001:db8:1800:e::1/64\nFLANNEL_MTU=1430\nFLANNEL_IPMASQ=true\n'));
+  assert.equal(
+    sortedJson(v6only),
+    '{"cniVersion":"0.3.1","hairpinMode":true,"ipMasq":false,"ipam":{"ranges":[[{"subnet":"2001:db8:1800:e::/64"}]],"routes":[{"dst":"2001:db8:1800::/56"}],"type":"host-local"},"isDefaultGateway":true,"isGateway":true,"mtu":1430,"name":"cbr0","type":"bridge"}',
+  );
 });
 
 test('delegate values given by the user are kept; user ipam keys pass through, ranges are replaced', () => {

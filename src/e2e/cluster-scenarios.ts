@@ -10,19 +10,21 @@ import { waitUntil } from '../testing/wait.js';
 export interface Suite {
   readonly backend: 'vxlan' | 'host-gw';
   readonly config: string;
+  /** An IPv6 underlay beside the IPv4 one. */
+  readonly ipv6?: boolean;
 }
 
 type TestContext = { after(fn: () => Promise<void> | void): void };
 
 export async function startCluster(t: TestContext, suite: Suite, nodes = 3): Promise<Cluster> {
-  const cluster = await Cluster.create({ nodes, config: suite.config, agentFlags: ['--ip-masq'] });
+  const cluster = await Cluster.create({ nodes, config: suite.config, agentFlags: ['--ip-masq'], ...(suite.ipv6 ? { ipv6: true } : {}) });
   t.after(async () => {
     if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
     await cluster.destroy();
   });
   // All agents at the same instant: they race for subnets and must all converge.
   for (const node of cluster.nodes) cluster.startAgent(node);
-  await waitUntil('every agent wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet));
+  await waitUntil('every agent wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet ?? e?.ipv6Subnet));
   return cluster;
 }
 
@@ -37,7 +39,7 @@ export async function assertFullMesh(cluster: Cluster): Promise<void> {
   const pods: Pod[] = cluster.nodes.flatMap((n) => n.pods);
   const failing = async (): Promise<string[]> => {
     const bad: string[] = [];
-    for (const a of pods) for (const b of pods) if (a !== b && !(await cluster.ping(a, b.ip))) bad.push(`${a.ip}->${b.ip}`);
+    for (const a of pods) for (const b of pods) for (const ip of b.ips) if (a !== b && !(await cluster.ping(a, ip))) bad.push(`${a.ip}->${ip}`);
     return bad;
   };
   let last: string[] = [];
@@ -46,19 +48,19 @@ export async function assertFullMesh(cluster: Cluster): Promise<void> {
   });
 }
 
-/** The routes of a node that point into the cluster network, as text. */
-export async function clusterRoutes(node: ClusterNode): Promise<string[]> {
-  const routes = await ipJson<Array<{ dst: string; gateway?: string; dev: string; flags: string[] }>>(node.ns, ['route', 'show']);
-  return routes.filter((r) => r.dst.startsWith('198.18.')).map((r) => `${r.dst} via ${r.gateway ?? '-'} dev ${r.dev} ${r.flags.join(',')}`.trim()).sort();
+/** The routes of a node that point into the cluster network (IPv4, or IPv6 with `family` 6), as text. */
+export async function clusterRoutes(node: ClusterNode, family: 4 | 6 = 4): Promise<string[]> {
+  const routes = await ipJson<Array<{ dst: string; gateway?: string; dev: string; flags: string[] }>>(node.ns, [`-${family}`, 'route', 'show']);
+  return routes.filter((r) => r.dst.startsWith(family === 4 ? '198.18.' : '2001:db8:18')).map((r) => `${r.dst} via ${r.gateway ?? '-'} dev ${r.dev} ${r.flags.join(',')}`.trim()).sort();
 }
 
-export async function neighbours(node: ClusterNode): Promise<string[]> {
-  const out = await ipJson<Array<{ dst: string; lladdr?: string; state?: string[] }>>(node.ns, ['neigh', 'show', 'dev', 'flannel.1']).catch(() => []);
+export async function neighbours(node: ClusterNode, dev = 'flannel.1'): Promise<string[]> {
+  const out = await ipJson<Array<{ dst: string; lladdr?: string; state?: string[] }>>(node.ns, ['neigh', 'show', 'dev', dev]).catch(() => []);
   return out.map((n) => `${n.dst} ${n.lladdr ?? ''}`).sort();
 }
 
-export async function fdb(node: ClusterNode): Promise<string[]> {
-  const out = await nsExec(node.ns, 'bridge', ['-j', 'fdb', 'show', 'dev', 'flannel.1']).catch(() => '[]');
+export async function fdb(node: ClusterNode, dev = 'flannel.1'): Promise<string[]> {
+  const out = await nsExec(node.ns, 'bridge', ['-j', 'fdb', 'show', 'dev', dev]).catch(() => '[]');
   return (JSON.parse(out || '[]') as Array<{ mac: string; dst?: string }>).filter((f) => f.dst).map((f) => `${f.mac} ${f.dst}`).sort();
 }
 

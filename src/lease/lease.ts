@@ -3,7 +3,7 @@
  * it publishes for its peers. The subnet lives only in the registry key, never in the value.
  */
 import { type Cidr, cidrEquals, formatCidr } from '../ip/cidr.js';
-import { type IpAddr, ipEquals } from '../ip/ip.js';
+import { type Family, type IpAddr, ipEquals } from '../ip/ip.js';
 
 /** What a node publishes about itself (flannel's LeaseAttrs, spec §2.3). */
 export interface LeaseAttrs {
@@ -50,4 +50,22 @@ export function leaseAttrsEqual(a: LeaseAttrs, b: LeaseAttrs): boolean {
     a.backendData === b.backendData &&
     a.backendV6Data === b.backendV6Data
   );
+}
+
+/**
+ * One family's side of a lease, so that code written once serves both: the subnet, the public
+ * address and the backend data (`BackendData` for IPv4, `BackendV6Data` for IPv6).
+ */
+export function subnetOf(pair: SubnetPair, family: Family): Cidr | undefined {
+  return family === 4 ? pair.ipv4 : pair.ipv6;
+}
+
+/** The public address of that family; IPv4's `0.0.0.0` (flannel's "none") is none. */
+export function publicIpOf(attrs: LeaseAttrs, family: Family): IpAddr | undefined {
+  if (family === 6) return attrs.publicIpv6;
+  return attrs.publicIp.value === 0n ? undefined : attrs.publicIp;
+}
+
+export function backendDataOf(attrs: LeaseAttrs, family: Family): string | undefined {
+  return family === 4 ? attrs.backendData : attrs.backendV6Data;
 }

@@ -108,6 +108,20 @@ test('dual-stack leases use the & key and carry PublicIPv6', async (t) => {
   assert.equal(formatSubnetKey(again.subnet), key);
 });
 
+test('IPv6-only: leases keyed 0.0.0.0-0&..., found again by the public IPv6 (not by the shared 0.0.0.0, as flannel would)', async (t) => {
+  const h = await harness(t, '{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}');
+  const attrs = (n: number): LeaseAttrs => ({ publicIp: parseIp('0.0.0.0'), publicIpv6: parseIp(`2001:db8:113::${n}`), backendType: 'vxlan', backendV6Data: `{"VNI":1,"VtepMAC":"0e:00:00:00:06:0${n}"}` });
+  const a = await h.manager().acquireLease(attrs(1), h.signal);
+  const b = await h.manager().acquireLease(attrs(2), h.signal);
+  assert.equal(a.subnet.ipv4, undefined);
+  assert.match(formatSubnetKey(a.subnet), /^0\.0\.0\.0-0&2001:db8:1800:[0-9a-f]+::-64$/);
+  assert.notEqual(formatSubnetKey(a.subnet), formatSubnetKey(b.subnet), 'two IPv6-only nodes do not share a lease');
+  assert.equal(await rawValue(h.etcd, formatSubnetKey(a.subnet)), '{"PublicIP":"0.0.0.0","PublicIPv6":"2001:db8:113::1","BackendType":"vxlan","BackendV6Data":{"VNI":1,"VtepMAC":"0e:00:00:00:06:01"}}');
+  const again = await h.manager().acquireLease(attrs(1), h.signal);
+  assert.equal(formatSubnetKey(again.subnet), formatSubnetKey(a.subnet), 'a restart finds its lease by its IPv6 address');
+  assert.equal((await h.manager().previousAttrs(parseIp('2001:db8:113::2'), h.signal))?.backendV6Data, '{"VNI":1,"VtepMAC":"0e:00:00:00:06:02"}');
+});
+
 test('a restarted manager with the same public IP gets the same subnet', async (t) => {
   const h = await harness(t);
   const first = await h.manager().acquireLease(attrsFor(1), h.signal);

@@ -14,7 +14,7 @@ import type { Logger } from '../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../config/network-config.js';
 import { containsCidr, overlaps } from '../ip/cidr.js';
 import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
-import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../lease/lease.js';
+import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatSubnetPair, leaseAttrsEqual, publicIpOf, subnetPairEquals } from '../lease/lease.js';
 import { toLeaseEvents } from '../lease/lease-tracker.js';
 import { formatSubnetKey } from '../lease/subnet-key.js';
 import { allocateSubnet, isCompatible } from './allocator.js';
@@ -172,7 +172,10 @@ export class LocalManager implements SubnetManager {
 
   async previousAttrs(publicIp: IpAddr, signal: AbortSignal): Promise<LeaseAttrs | undefined> {
     const snap = await this.#registry.getLeases({ signal });
-    return snap.leases.find((l) => ipEquals(l.attrs.publicIp, publicIp))?.attrs;
+    return snap.leases.find((l) => {
+      const theirs = publicIpOf(l.attrs, publicIp.family);
+      return theirs !== undefined && ipEquals(theirs, publicIp);
+    })?.attrs;
   }
 
   async *watchLeases(signal: AbortSignal): AsyncGenerator<LeaseEvent[]> {

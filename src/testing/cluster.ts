@@ -22,11 +22,15 @@ import { NamespacedApiServer } from './namespaced-apiserver.js';
 const weftBin = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
 const adminScript = fileURLToPath(new URL('./etcd-admin.js', import.meta.url));
 export const switchIp = '203.0.113.254';
+export const switchIp6 = '2001:db8:113::fe';
 const etcdPort = 2379;
 
 export interface Pod {
   readonly ns: string;
+  /** The pod's first address (IPv4 in dual-stack). */
   readonly ip: string;
+  /** Every address the CNI result gave the pod. */
+  readonly ips: readonly string[];
   readonly id: string;
 }
 
@@ -34,6 +38,8 @@ export interface ClusterNode {
   readonly name: string;
   readonly ns: string;
   readonly ip: string;
+  /** The node's IPv6 underlay address, in clusters with `ipv6`. */
+  readonly ip6?: string;
   readonly dir: string;
   readonly subnetFile: string;
   agent?: ChildProcess | undefined;
@@ -61,8 +67,14 @@ export interface ClusterOptions {
    * the switch namespace instead of etcd, and agents run with --kube-subnet-mgr; nodes get their
    * podCIDR from `podCidr(n)` (or later).
    */
+  /**
+   * An IPv6 underlay beside the IPv4 one (2001:db8:113::/64, default route via the switch), with
+   * duplicate address detection off in every namespace so that addresses are usable at once.
+   */
+  readonly ipv6?: boolean;
   readonly kube?: {
-    readonly podCidr?: (n: number) => string | undefined;
+    /** The Node's podCIDR, or its podCIDRs (dual-stack). */
+    readonly podCidr?: (n: number) => string | readonly string[] | undefined;
     readonly bookmarkMs?: number;
     readonly pageCap?: number;
     readonly kubeconfigJson?: boolean;
@@ -83,6 +95,7 @@ export class Cluster {
   readonly #detached: boolean;
   readonly #kube: ClusterOptions['kube'];
   readonly #config: string;
+  readonly #ipv6: boolean;
   /** The in-test API server, in kube mode. */
   api: NamespacedApiServer | undefined;
 
@@ -94,6 +107,7 @@ export class Cluster {
     this.#detached = options.detached ?? false;
     this.#kube = options.kube;
     this.#config = options.config;
+    this.#ipv6 = options.ipv6 ?? false;
   }
 
   /** Every namespace and process of the cluster, so that another process can remove them. */
@@ -121,6 +135,7 @@ export class Cluster {
     await nsExec(this.sw, 'ip', ['link', 'add', 'br0', 'type', 'bridge']);
     await nsExec(this.sw, 'ip', ['addr', 'add', `${switchIp}/24`, 'dev', 'br0']);
     await nsExec(this.sw, 'ip', ['link', 'set', 'br0', 'up']);
+    if (this.#ipv6) await nsExec(this.sw, 'ip', ['addr', 'add', `${switchIp6}/64`, 'dev', 'br0', 'nodad']);
     for (let i = 1; i <= options.nodes; i++) await this.addNode();
     if (this.#kube) {
       const k = this.#kube;
@@ -135,8 +150,9 @@ export class Cluster {
       });
       await writeFile(join(this.dir, 'net-conf.json'), this.#config);
       for (const [i, node] of this.nodes.entries()) {
-        const cidr = k.podCidr?.(i + 1);
-        await this.kubeCommand({ op: 'create', name: node.name, spec: cidr ? { podCIDR: cidr, podCIDRs: [cidr] } : {} });
+        const given = k.podCidr?.(i + 1);
+        const cidrs = given === undefined ? [] : typeof given === 'string' ? [given] : [...given];
+        await this.kubeCommand({ op: 'create', name: node.name, spec: cidrs.length > 0 ? { podCIDR: cidrs[0], podCIDRs: cidrs } : {} });
       }
       return;
     }
@@ -163,9 +179,16 @@ export class Cluster {
     await nsExec(ns, 'ip', ['link', 'set', 'eth0', 'up']);
     await nsExec(ns, 'ip', ['route', 'add', 'default', 'via', switchIp]);
     await nsExec(ns, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    let ip6: string | undefined;
+    if (this.#ipv6) {
+      ip6 = `2001:db8:113::${10 + n}`;
+      await nsExec(ns, 'ip', ['addr', 'add', `${ip6}/64`, 'dev', 'eth0', 'nodad']);
+      await nsExec(ns, 'ip', ['-6', 'route', 'add', 'default', 'via', switchIp6]);
+      await nsExec(ns, 'sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
+    }
     const dir = join(this.dir, `node${n}`);
     await mkdir(dir, { recursive: true });
-    const node: ClusterNode = { name: `node${n}`, ns, ip, dir, subnetFile: join(dir, 'subnet.env'), log: '', pods: [] };
+    const node: ClusterNode = { name: `node${n}`, ns, ip, ...(ip6 ? { ip6 } : {}), dir, subnetFile: join(dir, 'subnet.env'), log: '', pods: [] };
     this.nodes.push(node);
     return node;
   }
@@ -173,6 +196,8 @@ export class Cluster {
   async #ns(name: string): Promise<void> {
     this.#namespaces.push(name);
     await createNetns(name);
+    // Before any device is made in it, so that every device inherits it.
+    if (this.#ipv6) for (const conf of ['all', 'default']) await nsExec(name, 'sysctl', ['-qw', `net.ipv6.conf.${conf}.accept_dad=0`]);
   }
 
   /** Stops etcd (its data stays, so `startEtcd` brings the same registry back). */
@@ -291,7 +316,8 @@ export class Cluster {
       env: { ...process.env, CNI_COMMAND: 'ADD', CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${ns}`, CNI_IFNAME: 'eth0', CNI_PATH: `${bin}:/usr/lib/cni` },
     });
     const result = JSON.parse(out) as { ips: Array<{ address: string }> };
-    const pod = { ns, ip: result.ips[0]!.address.split('/')[0]!, id };
+    const ips = result.ips.map((i) => i.address.split('/')[0]!);
+    const pod = { ns, ip: ips[0]!, ips, id };
     node.pods.push(pod);
     return pod;
   }

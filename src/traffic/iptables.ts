@@ -8,7 +8,7 @@ import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { delay } from '../core/abort.js';
 import type { Logger } from '../core/log.js';
-import { type RuleSet, readChain, restorePayload } from './rules.js';
+import { type RuleSet, iptablesCommand, readChain, restorePayload } from './rules.js';
 
 export type Exec = (cmd: string, args: readonly string[], input?: string) => Promise<string>;
 
@@ -65,9 +65,9 @@ export class Iptables {
       }
       for (const set of this.#sets) {
         try {
-          const state = readChain(await this.#save(set.table), set);
-          if (!state.chainExists || state.jumps !== 1 || state.rules.join('\n') !== this.#installed.get(set.chain)) {
-            this.#log.warn({ table: set.table, chain: set.chain }, 'iptables rules changed behind our back; re-applying');
+          const state = readChain(await this.#save(set), set);
+          if (!state.chainExists || state.jumps !== 1 || state.rules.join('\n') !== this.#installed.get(key(set))) {
+            this.#log.warn({ family: set.family, table: set.table, chain: set.chain }, 'iptables rules changed behind our back; re-applying');
             await this.#install(set);
           }
         } catch (err) {
@@ -78,19 +78,21 @@ export class Iptables {
   }
 
   async #install(set: RuleSet): Promise<void> {
-    const before = readChain(await this.#save(set.table), set);
+    const before = readChain(await this.#save(set), set);
     // A duplicate jump (e.g. from an older agent) goes; exactly one is kept.
-    for (let i = 1; i < before.jumps; i++) await this.#exec('iptables', ['-w', '-t', set.table, '-D', set.parent, ...splitArgs(set.jump)]);
-    await this.#exec('iptables-restore', ['--noflush', '--wait'], restorePayload(set, { addJump: before.jumps === 0 }));
-    const after = readChain(await this.#save(set.table), set);
-    this.#installed.set(set.chain, after.rules.join('\n'));
-    this.#log.info({ table: set.table, chain: set.chain, rules: after.rules.length }, 'iptables rules installed');
+    for (let i = 1; i < before.jumps; i++) await this.#exec(iptablesCommand(set.family, ''), ['-w', '-t', set.table, '-D', set.parent, ...splitArgs(set.jump)]);
+    await this.#exec(iptablesCommand(set.family, '-restore'), ['--noflush', '--wait'], restorePayload(set, { addJump: before.jumps === 0 }));
+    const after = readChain(await this.#save(set), set);
+    this.#installed.set(key(set), after.rules.join('\n'));
+    this.#log.info({ family: set.family, table: set.table, chain: set.chain, rules: after.rules.length }, 'iptables rules installed');
   }
 
-  #save(table: string): Promise<string> {
-    return this.#exec('iptables-save', ['-t', table]);
+  #save(set: RuleSet): Promise<string> {
+    return this.#exec(iptablesCommand(set.family, '-save'), ['-t', set.table]);
   }
 }
+
+const key = (set: RuleSet): string => `${set.family} ${set.chain}`;
 
 /** Splits rule text into arguments, keeping quoted comments whole. */
 export function splitArgs(rule: string): string[] {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { forwardRuleSet, masqRuleSet, readChain, restorePayload } from './rules.js';
+import { forwardRuleSet, iptablesCommand, masqRuleSet, readChain, restorePayload } from './rules.js';
 import { splitArgs } from './iptables.js';
 import { parseCidr } from '../ip/cidr.js';
 
@@ -39,4 +39,19 @@ test('forward rules and reading a chain back from iptables-save', () => {
   ].join('\n');
   assert.deepEqual(readChain(save, set), { rules: set.rules.slice(), chainExists: true, jumps: 1 });
   assert.deepEqual(splitArgs(set.jump), ['-m', 'comment', '--comment', 'flanneld forward', '-j', 'FLANNEL-FWD']);
+});
+
+test('IPv6 rules come from the same description: ip6tables, the IPv6 network and subnet, ff00::/8 not masqueraded', () => {
+  const set = masqRuleSet(parseCidr('2001:db8:1800::/56'), parseCidr('2001:db8:1800:5::/64'), { randomFully: true });
+  assert.equal(set.family, 6);
+  assert.deepEqual(set.rules.slice(1), [
+    '-s 2001:db8:1800:5::/64 -d 2001:db8:1800::/56 -m comment --comment "flanneld masq" -j RETURN',
+    '-s 2001:db8:1800::/56 -d 2001:db8:1800:5::/64 -m comment --comment "flanneld masq" -j RETURN',
+    '! -s 2001:db8:1800::/56 -d 2001:db8:1800:5::/64 -m comment --comment "flanneld masq" -j RETURN',
+    '-s 2001:db8:1800::/56 ! -d ff00::/8 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully',
+    '! -s 2001:db8:1800::/56 -d 2001:db8:1800::/56 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully',
+  ]);
+  assert.deepEqual([iptablesCommand(6, '-restore'), iptablesCommand(4, '-save'), iptablesCommand(6, '')], ['ip6tables-restore', 'iptables-save', 'ip6tables']);
+  assert.equal(forwardRuleSet(parseCidr('2001:db8:1800::/56')).family, 6);
+  assert.throws(() => masqRuleSet(parseCidr('198.18.0.0/16'), parseCidr('2001:db8:1800:5::/64'), { randomFully: true }), TypeError);
 });

@@ -1,8 +1,10 @@
 /**
  * flanneld's iptables rules, text for text (spec §8.1-8.2, v0.28 form), so that a flanneld
- * started later on the node recognises them. Pure.
+ * started later on the node recognises them. One description per family: the family of the
+ * network chooses iptables or ip6tables and the multicast range. Pure.
  */
 import { type Cidr, formatCidr } from '../ip/cidr.js';
+import type { Family } from '../ip/ip.js';
 
 export const masqComment = 'flanneld masq';
 export const forwardComment = 'flanneld forward';
@@ -10,6 +12,8 @@ export const masqChain = 'FLANNEL-POSTRTG';
 export const forwardChain = 'FLANNEL-FWD';
 
 export interface RuleSet {
+  /** 4 for iptables, 6 for ip6tables. */
+  readonly family: Family;
   readonly table: 'nat' | 'filter';
   readonly chain: string;
   /** The built-in chain that jumps to `chain`, and the jump rule's arguments. */
@@ -20,12 +24,14 @@ export interface RuleSet {
 }
 
 export function masqRuleSet(network: Cidr, own: Cidr, options: { randomFully: boolean }): RuleSet {
+  if (own.ip.family !== network.ip.family) throw new TypeError('the node subnet and the network must be of one family');
   const c = formatCidr(network);
   const p = formatCidr(own);
   const multicast = network.ip.family === 4 ? '224.0.0.0/4' : 'ff00::/8';
   const m = `-m comment --comment "${masqComment}"`;
   const masq = `-j MASQUERADE${options.randomFully ? ' --random-fully' : ''}`;
   return {
+    family: network.ip.family,
     table: 'nat',
     chain: masqChain,
     parent: 'POSTROUTING',
@@ -45,6 +51,7 @@ export function forwardRuleSet(network: Cidr): RuleSet {
   const c = formatCidr(network);
   const m = `-m comment --comment "${forwardComment}"`;
   return {
+    family: network.ip.family,
     table: 'filter',
     chain: forwardChain,
     parent: 'FORWARD',
@@ -75,4 +82,9 @@ export function readChain(save: string, set: RuleSet): { rules: string[]; chainE
     else if (line.startsWith(`-A ${set.parent} `) && line.endsWith(`-j ${set.chain}`)) jumps++;
   }
   return { rules, chainExists, jumps };
+}
+
+/** The iptables command of the set's family: `iptables`, `ip6tables`, `iptables-save`, ... */
+export function iptablesCommand(family: Family, suffix: '' | '-save' | '-restore'): string {
+  return `${family === 4 ? 'iptables' : 'ip6tables'}${suffix}`;
 }

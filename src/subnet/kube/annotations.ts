@@ -31,6 +31,9 @@ export interface AnnotationNames {
   readonly publicIpv6: string;
   readonly publicIpOverwrite: string;
   readonly publicIpv6Overwrite: string;
+  /** flannel 0.28: an operator's choice of this node's public IP(v6), read once at start. */
+  readonly nodePublicIp: string;
+  readonly nodePublicIpv6: string;
 }
 
 export function annotationNames(normalizedPrefix: string): AnnotationNames {
@@ -44,6 +47,8 @@ export function annotationNames(normalizedPrefix: string): AnnotationNames {
     publicIpv6: n('public-ipv6'),
     publicIpOverwrite: n('public-ip-overwrite'),
     publicIpv6Overwrite: n('public-ipv6-overwrite'),
+    nodePublicIp: n('node-public-ip'),
+    nodePublicIpv6: n('node-public-ipv6'),
   };
 }
 
@@ -129,9 +134,12 @@ export function ownAnnotations(names: AnnotationNames, attrs: LeaseAttrs, curren
   const want: Record<string, string> = {
     [names.subnetManager]: 'true',
     [names.backendType]: attrs.backendType ?? '',
-    [names.backendData]: attrs.backendData ?? 'null',
-    [names.publicIp]: current[names.publicIpOverwrite] || formatIp(attrs.publicIp),
   };
+  // flannel leaves the IPv4 pair out only for IPv6-only vxlan (no IPv4 backend data).
+  if (!(attrs.backendType === 'vxlan' && !attrs.backendData)) {
+    want[names.backendData] = attrs.backendData ?? 'null';
+    want[names.publicIp] = current[names.publicIpOverwrite] || formatIp(attrs.publicIp);
+  }
   if (attrs.publicIpv6) {
     want[names.backendV6Data] = attrs.backendV6Data ?? 'null';
     want[names.publicIpv6] = current[names.publicIpv6Overwrite] || formatIp(attrs.publicIpv6);

@@ -25,11 +25,11 @@ async function setup(t: TestContext) {
   const f = await startKubeFixture(t);
   const ctl = new AbortController();
   t.after(() => ctl.abort());
-  const manager = (nodeName: string | { podName: string; podNamespace: string }, log = recordingLogger()) => {
+  const manager = (nodeName: string | { podName: string; podNamespace: string }, log = recordingLogger(), conf = netConf) => {
     const m = new KubeManager({
       client: f.client({ log, requestTimeoutMs: 500 }),
       ...(typeof nodeName === 'string' ? { nodeName } : nodeName),
-      netConf,
+      netConf: conf,
       annotationPrefix: 'flannel.alpha.coreos.com',
       log,
       informer: { backoff: { initialMs: 20, maxMs: 100 } },
@@ -85,6 +85,45 @@ test('public-ip-overwrite is published instead of the detected address; a podCID
   assert.equal(lease.attrs.publicIp.value, parseIp('198.51.100.9').value);
   f.server.createNode('n2', { podCIDR: '203.0.113.0/24' });
   await assert.rejects(manager('n2').acquireLease(vxlanAttrs(2), signal), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /doesn't contain "203\.0\.113\.0\/24" PodCIDR of the "n2" node/.test(err.message));
+});
+
+test('dual-stack and IPv6-only: both podCIDRs, the IPv6 annotations as flanneld writes them, an IPv6 podCIDR outside IPv6Network refused', async (t) => {
+  const { f, manager, signal } = await setup(t);
+  const dual = '{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}';
+  const v6Data = (n: number) => `{"VNI":1,"VtepMAC":"0e:00:00:00:06:0${n}"}`;
+  const dualAttrs = (n: number) => ({ ...vxlanAttrs(n), publicIpv6: parseIp(`2001:db8:113::${n}`), backendV6Data: v6Data(n) });
+  f.server.createNode('n1', { podCIDR: '198.18.1.0/24', podCIDRs: ['198.18.1.0/24', '2001:db8:1800:1::/64'] });
+  const lease = await manager('n1', recordingLogger(), dual).acquireLease(dualAttrs(1), signal);
+  assert.equal(lease.subnet.ipv6?.ip.value, parseIp('2001:db8:1800:1::').value);
+  const a = f.server.getNode('n1').metadata.annotations!;
+  assert.equal(a[`${P}public-ipv6`], '2001:db8:113::1');
+  assert.equal(a[`${P}backend-v6-data`], v6Data(1));
+  assert.equal(a[`${P}backend-data`], '{"VNI":1,"VtepMAC":"0e:00:00:00:00:01"}');
+  f.server.updateNode('n1', (n) => {
+    n.metadata.annotations = { ...n.metadata.annotations, [`${P}node-public-ip`]: '198.51.100.1', [`${P}node-public-ipv6`]: '2001:db8:113::101' };
+  });
+  await waitUntil('the informer has the operator\'s annotations', async () => (await manager('n1', recordingLogger(), dual).nodePublicIps(signal)).publicIpv6 !== '');
+  assert.deepEqual(await manager('n1', recordingLogger(), dual).nodePublicIps(signal), { publicIp: '198.51.100.1', publicIpv6: '2001:db8:113::101' });
+  const previous = await manager('n1', recordingLogger(), dual).previousAttrs(parseIp('203.0.113.1'), signal);
+  assert.equal(previous?.backendV6Data, v6Data(1), 'the IPv6 device keeps its MAC across restarts too');
+
+  f.server.createNode('n2', { podCIDRs: ['198.18.2.0/24', '2001:db8:1900::/64'] });
+  await assert.rejects(manager('n2', recordingLogger(), dual).acquireLease(dualAttrs(2), signal), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /"2001:db8:1800::\/56" specified in the flannel net config doesn't contain "2001:db8:1900::\/64"/.test(err.message));
+
+  // IPv6-only vxlan: flanneld leaves out backend-data and public-ip.
+  const v6only = '{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}';
+  f.server.createNode('n3', { podCIDR: '2001:db8:1800:3::/64', podCIDRs: ['2001:db8:1800:3::/64'] });
+  const attrs3 = { publicIp: parseIp('0.0.0.0'), publicIpv6: parseIp('2001:db8:113::3'), backendType: 'vxlan', backendV6Data: v6Data(3) };
+  const lease3 = await manager('n3', recordingLogger(), v6only).acquireLease(attrs3, signal);
+  assert.equal(lease3.subnet.ipv4, undefined);
+  const a3 = f.server.getNode('n3').metadata.annotations!;
+  assert.deepEqual(Object.keys(a3).filter((k) => k.startsWith(P)).sort(), [`${P}backend-type`, `${P}backend-v6-data`, `${P}kube-subnet-manager`, `${P}public-ipv6`]);
+
+  // The dual-stack agent sees n3 as no peer (no IPv4 side), and n1's peers carry both families.
+  const peers = followPeers(manager('n9', recordingLogger(), dual), signal);
+  f.server.createNode('n9', { podCIDRs: ['198.18.9.0/24', '2001:db8:1800:9::/64'] });
+  await waitUntil('n1 is a dual-stack peer', () => [...peers.peers.values()].some((l) => l.subnet.ipv6 !== undefined && l.attrs.backendV6Data === v6Data(1)));
+  assert.ok(![...peers.peers.keys()].some((k) => k.includes('2001:db8:1800:3::')), 'the IPv6-only node is no peer of a dual-stack one');
 });
 
 test('one list and one watch serve the lease, the peers, holding and the health check; no GET of the node', async (t) => {

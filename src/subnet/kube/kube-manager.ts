@@ -80,8 +80,10 @@ export class KubeManager implements SubnetManager {
       const subnet = node ? ownSubnets(config, node) : undefined;
       if (subnet && 'problem' in subnet) throw new WeftError(ErrorCodes.CONFIG, `node "${name}" ${subnet.problem}`);
       if (node && subnet) {
-        if (subnet.ipv4 && config.network && !containsCidr(config.network, subnet.ipv4)) {
-          throw new WeftError(ErrorCodes.CONFIG, `subnet "${formatCidr(config.network)}" specified in the flannel net config doesn't contain "${formatCidr(subnet.ipv4)}" PodCIDR of the "${name}" node`);
+        for (const [cidr, network] of [[subnet.ipv4, config.network], [subnet.ipv6, config.ipv6Network]] as const) {
+          if (cidr && network && !containsCidr(network, cidr)) {
+            throw new WeftError(ErrorCodes.CONFIG, `subnet "${formatCidr(network)}" specified in the flannel net config doesn't contain "${formatCidr(cidr)}" PodCIDR of the "${name}" node`);
+          }
         }
         const published = await this.#publish(name, attrs, signal);
         this.#attrs = attrs;
@@ -149,12 +151,31 @@ export class KubeManager implements SubnetManager {
     }
   }
 
+  /**
+   * The `node-public-ip` and `node-public-ipv6` annotations of this node (flannel 0.28, spec §9.3):
+   * an operator's choice of public addresses, which replaces `--public-ip(v6)`. Empty when unset.
+   */
+  async nodePublicIps(signal: AbortSignal): Promise<{ publicIp: string; publicIpv6: string }> {
+    const name = await this.#ownName(signal);
+    await this.#informer.whenSynced(signal);
+    const a = this.#informer.get(name)?.annotations ?? {};
+    return { publicIp: a[this.#names.nodePublicIp] ?? '', publicIpv6: a[this.#names.nodePublicIpv6] ?? '' };
+  }
+
   /** The backend data this Node carries from an earlier run (flannel 0.28 reuses its VtepMAC). */
   async previousAttrs(publicIp: IpAddr, signal: AbortSignal): Promise<LeaseAttrs | undefined> {
     const name = await this.#ownName(signal);
     await this.#informer.whenSynced(signal);
-    const data = this.#informer.get(name)?.annotations[this.#names.backendData];
-    return data && data !== 'null' ? { publicIp, backendData: data } : undefined;
+    const a = this.#informer.get(name)?.annotations ?? {};
+    const usable = (v: string | undefined): v is string => v !== undefined && v !== '' && v !== 'null';
+    const backendData = a[this.#names.backendData];
+    const backendV6Data = a[this.#names.backendV6Data];
+    if (!usable(backendData) && !usable(backendV6Data)) return undefined;
+    return {
+      publicIp: publicIp.family === 4 ? publicIp : { family: 4, value: 0n },
+      ...(usable(backendData) ? { backendData } : {}),
+      ...(usable(backendV6Data) ? { backendV6Data } : {}),
+    };
   }
 
   /** From the informer's cache: no request. */
@@ -267,8 +288,8 @@ export class KubeManager implements SubnetManager {
 function ownSubnets(config: NetworkConfig, node: NodeRecord): SubnetPair | { problem: string } | undefined {
   const cidrs = podCidrs(node);
   if ('problem' in cidrs) return cidrs;
-  if (config.enableIPv4 && !cidrs.ipv4) return undefined;
-  if (!config.enableIPv4 && !cidrs.ipv6) return undefined;
+  // Wait until every enabled family has its CIDR (a dual-stack node may get its second later).
+  if ((config.enableIPv4 && !cidrs.ipv4) || (config.enableIPv6 && !cidrs.ipv6)) return undefined;
   return { ...(config.enableIPv4 && cidrs.ipv4 ? { ipv4: cidrs.ipv4 } : {}), ...(config.enableIPv6 && cidrs.ipv6 ? { ipv6: cidrs.ipv6 } : {}) };
 }
 

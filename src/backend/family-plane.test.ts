@@ -1,0 +1,80 @@
+/** Per-family planes, the per-family peer checks and the union of per-family programs. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseNetworkConfig } from '../config/network-config.js';
+import { isWeftError } from '../core/errors.js';
+import { parseCidr } from '../ip/cidr.js';
+import { parseIp } from '../ip/ip.js';
+import type { Lease } from '../lease/lease.js';
+import type { ExternalInterface } from './external-interface.js';
+import { familyPlanes, withLease } from './family-plane.js';
+import { isRefusal, programFamilies } from './lease-program.js';
+import { peerProblem } from './peer-checks.js';
+
+const dual = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}');
+const v6only = parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}');
+const ext: ExternalInterface = {
+  index: 2, name: 'eth0', mtu: 1500,
+  ifaceAddr: parseIp('203.0.113.1'), publicIp: parseIp('203.0.113.1'),
+  ifaceAddr6: parseIp('2001:db8:113::1'), publicIpv6: parseIp('2001:db8:113::1'),
+};
+const lease = (n: number, extra: Partial<Lease['attrs']> = {}, subnet: Partial<Lease['subnet']> = {}): Lease => ({
+  subnet: { ipv4: parseCidr(`198.18.${n}.0/24`), ipv6: parseCidr(`2001:db8:1800:${n}::/64`), ...subnet },
+  attrs: { publicIp: parseIp(`203.0.113.${n}`), publicIpv6: parseIp(`2001:db8:113::${n}`), backendType: 'vxlan', ...extra },
+});
+const own = lease(1);
+
+test('one plane per enabled family, IPv4 first, with the lease\'s subnets once known', () => {
+  const planes = familyPlanes(dual, ext);
+  assert.deepEqual(planes.map((p) => p.family), [4, 6]);
+  assert.equal(planes[1]!.publicIp.value, parseIp('2001:db8:113::1').value);
+  assert.equal(planes[1]!.subnet, undefined);
+  const leased = withLease(planes, own);
+  assert.equal(leased[0]!.subnet?.ip.value, parseIp('198.18.1.0').value);
+  assert.equal(leased[1]!.subnet?.ip.value, parseIp('2001:db8:1800:1::').value);
+  assert.deepEqual(familyPlanes(v6only, ext).map((p) => p.family), [6]);
+});
+
+test('a family without a network or an address is a configuration error naming the fix', () => {
+  const v4only: ExternalInterface = { index: 2, name: 'eth0', mtu: 1500, ifaceAddr: parseIp('203.0.113.1'), publicIp: parseIp('203.0.113.1') };
+  assert.throws(() => familyPlanes(dual, v4only), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /no usable IPv6 address.*--public-ipv6/.test(err.message));
+  const noNet = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"Backend":{"Type":"vxlan"}}', 'kube');
+  assert.throws(() => familyPlanes(noNet, ext), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /no IPv6Network/.test(err.message));
+  const inside = { ...ext, publicIpv6: parseIp('2001:db8:1800:ff::1') };
+  assert.throws(() => familyPlanes(dual, inside), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /inside the pod network/.test(err.message));
+});
+
+test('IPv6 peer checks: the same rules as IPv4, with IPv6\'s special addresses', () => {
+  const [v4, v6] = withLease(familyPlanes(dual, ext), own) as [never, Parameters<typeof peerProblem>[1]];
+  assert.equal(peerProblem(lease(2), v4), undefined);
+  assert.equal(peerProblem(lease(2), v6), undefined);
+  const bad: Array<[Lease, RegExp]> = [
+    [lease(2, {}, { ipv6: parseCidr('2001:db8:1900::/64') }), /IPv6 subnet is outside the IPv6 network/],
+    [lease(2, {}, { ipv6: parseCidr('2001:db8:1800::/56') }), /overlaps this node's own/],
+    [lease(2, {}, { ipv6: undefined as never }), /no IPv6 subnet/],
+    [{ ...lease(2), attrs: { publicIp: parseIp('203.0.113.2'), backendType: 'vxlan' } }, /no public IPv6 address/],
+    [lease(2, { publicIpv6: parseIp('2001:db8:1800:7::1') }), /inside the pod network/],
+    [lease(2, { publicIpv6: parseIp('2001:db8:113::1') }), /this node's own/],
+    [lease(2, { publicIpv6: parseIp('fe80::1') }), /not a unicast address/],
+    [lease(2, { publicIpv6: parseIp('ff02::1') }), /not a unicast address/],
+    [lease(2, { publicIpv6: parseIp('::1') }), /not a unicast address/],
+    [lease(2, { publicIpv6: parseIp('203.0.113.9') }), /of the other family/],
+  ];
+  for (const [l, re] of bad) assert.match(peerProblem(l, v6) ?? 'accepted', re, JSON.stringify(l, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)));
+});
+
+test('a lease is the union of its families\' programs; a bad family is left out and named, two bad families refuse it', () => {
+  const planes = withLease(familyPlanes(dual, ext), own);
+  const route = (l: Lease, plane: (typeof planes)[number]) => ({ neighbours: [], fdb: [], routes: [{ dst: plane.family === 4 ? l.subnet.ipv4! : l.subnet.ipv6!, gateway: plane.publicIp }] });
+  const both = programFamilies(lease(2), planes, route);
+  assert.ok(!isRefusal(both) && both.routes.length === 2 && both.refused === undefined);
+  const half = programFamilies(lease(2, { publicIpv6: parseIp('ff02::1') }), planes, route);
+  assert.ok(!isRefusal(half));
+  assert.equal(half.routes.length, 1);
+  assert.match(half.refused ?? '', /^IPv6: its public IP ff02::1 is not a unicast address$/);
+  const none = programFamilies(lease(2, { publicIp: parseIp('127.0.0.1'), publicIpv6: parseIp('ff02::1') }), planes, route);
+  assert.ok(isRefusal(none));
+  assert.match(none.refused, /^IPv4: .*; IPv6: /);
+  const byBackend = programFamilies(lease(2), planes, (l, p) => (p.family === 6 ? { refused: 'no VtepMAC' } : route(l, p)));
+  assert.ok(!isRefusal(byBackend) && byBackend.refused === 'IPv6: no VtepMAC');
+});

@@ -1,0 +1,37 @@
+/**
+ * A peer lease's program is the union of one program per enabled family, each written by the
+ * backend for one FamilyPlane after the family's checks passed. A dual-stack lease with one usable
+ * family is programmed for that family, and the other is named as refused.
+ */
+import type { Lease } from '../lease/lease.js';
+import type { PeerProgram } from './desired-state.js';
+import { type FamilyPlane, familyName } from './family-plane.js';
+import { peerProblem } from './peer-checks.js';
+
+export type Refusal = { readonly refused: string };
+
+export const isRefusal = (r: PeerProgram | Refusal): r is Refusal => !('routes' in r);
+
+export function programFamilies(
+  lease: Lease,
+  planes: readonly FamilyPlane[],
+  programFamily: (lease: Lease, plane: FamilyPlane) => PeerProgram | Refusal,
+): PeerProgram | Refusal {
+  const neighbours: Array<PeerProgram['neighbours'][number]> = [];
+  const fdb: Array<PeerProgram['fdb'][number]> = [];
+  const routes: Array<PeerProgram['routes'][number]> = [];
+  const refusals: string[] = [];
+  for (const plane of planes) {
+    const problem = peerProblem(lease, plane);
+    const result = problem === undefined ? programFamily(lease, plane) : { refused: problem };
+    if (isRefusal(result)) {
+      refusals.push(planes.length > 1 ? `${familyName(plane.family)}: ${result.refused}` : result.refused);
+      continue;
+    }
+    neighbours.push(...result.neighbours);
+    fdb.push(...result.fdb);
+    routes.push(...result.routes);
+  }
+  if (refusals.length === planes.length) return { refused: refusals.join('; ') };
+  return { neighbours, fdb, routes, ...(refusals.length > 0 ? { refused: refusals.join('; ') } : {}) };
+}

@@ -1,0 +1,136 @@
+/**
+ * One family's vxlan device: `flannel.<VNI>` over the IPv4 underlay or `flannel-v6.<VNI>` over the
+ * IPv6 one (spec §7.1), with this node's subnet address as /32 or /128. The device is reused when
+ * its attributes match, keeping its MAC, so that peers' entries for this node stay valid across
+ * restarts; a device that disappears is recreated with the same MAC.
+ */
+import type { Logger } from '../../core/log.js';
+import { type Cidr, containsIp, maskIp } from '../../ip/cidr.js';
+import { type Family, familyBits, ipEquals } from '../../ip/ip.js';
+import type { LinkInfo, Netlink, VxlanSpec } from '../../netlink/netlink.js';
+import type { FamilyPlane } from '../family-plane.js';
+
+export interface VxlanDeviceOptions {
+  readonly netlink: Netlink;
+  readonly log: Logger;
+  readonly plane: FamilyPlane;
+  readonly spec: VxlanSpec;
+  readonly mtu: number;
+  /** The MAC this node published for this family before, if any. */
+  readonly previousMac?: string;
+}
+
+export function vxlanDeviceName(family: Family, vni: number): string {
+  return family === 4 ? `flannel.${vni}` : `flannel-v6.${vni}`;
+}
+
+export class VxlanDevice {
+  readonly family: Family;
+  readonly name: string;
+  readonly #o: VxlanDeviceOptions;
+  #link: LinkInfo | undefined;
+  #mac: string | undefined;
+  /** Connected subnets of the external interface in this family, for DirectRouting. */
+  underlaySubnets: Cidr[] = [];
+
+  constructor(options: VxlanDeviceOptions) {
+    this.#o = options;
+    this.family = options.plane.family;
+    this.name = vxlanDeviceName(this.family, options.spec.vni);
+  }
+
+  get index(): number | undefined {
+    return this.#link?.index;
+  }
+
+  get mac(): string | undefined {
+    return this.#mac;
+  }
+
+  /** Finds or makes the device; true when it had to be (re)created. */
+  async ensure(): Promise<boolean> {
+    const { netlink: nl, spec, mtu } = this.#o;
+    const existing = await nl.linkByName(this.name);
+    if (existing && compatible(existing, spec)) {
+      this.#link = existing;
+      this.#mac ??= existing.mac;
+      if (existing.mtu !== mtu) await nl.setLink(existing.index, { mtu });
+      await this.#loadUnderlay();
+      return false;
+    }
+    if (existing) {
+      this.#o.log.warn({ device: this.name }, 'existing device does not match the config; recreating it');
+      await nl.deleteLink(existing.index);
+    }
+    // Keep the MAC of the old device, or else the one this node published before (a reboot
+    // loses the device but not the lease): peers' entries for this node stay valid.
+    this.#mac ??= existing?.mac ?? this.#o.previousMac ?? randomMac();
+    this.#link = await nl.createVxlan(this.name, spec, { mac: this.#mac, mtu });
+    this.#o.log.info({ device: this.name, mac: this.#mac, mtu }, 'vxlan device created');
+    await this.#loadUnderlay();
+    return true;
+  }
+
+  /** Gives the device this node's subnet address (and no other address of the pod network), and brings it up. */
+  async configure(subnet: Cidr | undefined): Promise<void> {
+    const nl = this.#o.netlink;
+    const link = this.#link!;
+    if (subnet) {
+      const bits = familyBits(this.family);
+      for (const a of await nl.addresses({ index: link.index, family: this.family })) {
+        const wanted = a.prefix === bits && ipEquals(a.ip, subnet.ip);
+        if (!wanted && containsIp(this.#o.plane.network, a.ip)) await nl.deleteAddress(link.index, a.ip, a.prefix);
+      }
+      await nl.addAddress(link.index, subnet.ip, bits);
+    }
+    if (!link.up) await nl.setLink(link.index, { up: true });
+    this.#link = { ...link, up: true };
+  }
+
+  /** Puts back what was taken from the device, or the device itself; true when it was recreated. */
+  async repair(subnet: Cidr | undefined): Promise<boolean> {
+    const nl = this.#o.netlink;
+    const link = await nl.linkByName(this.name);
+    if (link && link.index === this.#link?.index) {
+      const bits = familyBits(this.family);
+      const addrs = await nl.addresses({ index: link.index, family: this.family });
+      const hasAddr = !subnet || addrs.some((a) => a.prefix === bits && ipEquals(a.ip, subnet.ip));
+      if (!link.up || !hasAddr) {
+        this.#link = link;
+        await this.configure(subnet);
+      }
+      return false;
+    }
+    await this.ensure();
+    await this.configure(subnet);
+    return true;
+  }
+
+  async #loadUnderlay(): Promise<void> {
+    const { netlink, spec } = this.#o;
+    if (spec.underlay === undefined) return;
+    const addrs = await netlink.addresses({ index: spec.underlay, family: this.family });
+    this.underlaySubnets = addrs.filter((a) => a.scope === 0).map((a) => ({ ip: maskIp(a.ip, a.prefix), prefix: a.prefix }));
+  }
+}
+
+function compatible(link: LinkInfo, want: VxlanSpec): boolean {
+  const have = link.vxlan;
+  if (link.kind !== 'vxlan' || !have) return false;
+  const sameLocal = !have.local || !want.local || ipEquals(have.local, want.local);
+  return (
+    have.vni === want.vni &&
+    (have.underlay === undefined || have.underlay === want.underlay) &&
+    sameLocal &&
+    (have.port === 0 || want.port === 0 || have.port === want.port) &&
+    have.gbp === want.gbp &&
+    have.learning === want.learning
+  );
+}
+
+/** A random locally administered unicast MAC; Math.random suffices, it only has to differ. */
+function randomMac(): string {
+  const bytes = Array.from({ length: 6 }, () => Math.floor(Math.random() * 256));
+  bytes[0] = (bytes[0]! & 0xfe) | 0x02;
+  return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':');
+}
