@@ -14,11 +14,12 @@ import { formatIp } from '../ip/ip.js';
 import { type Lease, formatSubnetPair } from '../lease/lease.js';
 import type { Network } from '../backend/backend.js';
 import { backendFactory } from '../backend/registry.js';
-import { type FamilyPlane, enabledFamilies, familyPlanes, withLease } from '../backend/family-plane.js';
+import { enabledFamilies, familyPlanes, withLease } from '../backend/family-plane.js';
 import { RtNetlink } from '../netlink/rtnetlink.js';
 import { readSubnetEnv, writeSubnetEnv } from '../subnet/subnet-env.js';
 import { Iptables } from '../traffic/iptables.js';
-import { type RuleSet, forwardRuleSet, masqRuleSet } from '../traffic/rules.js';
+import { Nftables } from '../traffic/nftables.js';
+import type { TrafficManager } from '../traffic/traffic-manager.js';
 import { startHealthServer } from '../health/health-server.js';
 import { type FlagValues, parseFlags, usage } from './flags.js';
 import { agentFlags } from './options.js';
@@ -48,6 +49,11 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
   const margin = flags['subnet-lease-renew-margin'];
   if (margin < 1 || margin > 1439) {
     io.stderr(`weft agent: Invalid subnet-lease-renew-margin option, out of acceptable range (1-1439 minutes): ${margin}\n`);
+    return 2;
+  }
+  if (flags['iptables-resync'] < 1) {
+    // flanneld loops without pause on 0, re-reading its rules as fast as the CPU allows.
+    io.stderr(`weft agent: --iptables-resync must be at least 1 (seconds): ${flags['iptables-resync']}\n`);
     return 2;
   }
   if (flags['ip-blackhole-route']) {
@@ -107,7 +113,6 @@ class Agent {
         tasks.push(health.closed);
       }
       const config = await manager.getNetworkConfig(scope);
-      if (config.enableNFTables) log.warn({}, 'EnableNFTables is not supported yet: installing the same rules with iptables');
       const publicIps = { publicIp: flags['public-ip'], publicIpv6: flags['public-ipv6'] };
       if (nodePublicIps) {
         // flannel 0.28: the Node's node-public-ip(v6) annotations win over the flags.
@@ -138,8 +143,9 @@ class Agent {
       this.#leaseOk = true;
       this.#lastContact = Date.now();
       await network.setLease(lease, scope);
-      const iptables = new Iptables({ log: log.child({ component: 'iptables' }), resyncMs: flags['iptables-resync'] * 1000 });
-      await iptables.apply(this.#ruleSets(withLease(planes, lease)));
+      const traffic = await this.#trafficManager(config);
+      await traffic.removeOtherMode().catch((err: unknown) => log.error({ err }, `could not remove the rules of flannel's other traffic mode: ${errorMessage(err)}`));
+      await traffic.apply(withLease(planes, lease));
       await this.#writeSubnetFile(config, lease, network);
       this.#ready = true;
       log.info({ subnet: formatSubnetPair(lease.subnet), backend: config.backend.type, mtu: network.mtu }, 'weft agent is up');
@@ -151,14 +157,14 @@ class Agent {
           inner.abort(err);
         });
       tasks.push(guard(network.run(manager.watchLeases(scope), scope), 'backend'));
-      tasks.push(guard(iptables.run(scope), 'iptables resync'));
+      tasks.push(guard(traffic.run(scope), `${traffic.mode} resync`));
       tasks.push(
         guard(
           (async () => {
             for await (const next of manager.holdLease(scope)) {
               this.#lease = next;
               await network.setLease(next, scope);
-              await iptables.apply(this.#ruleSets(withLease(planes, next)));
+              await traffic.apply(withLease(planes, next));
               await this.#writeSubnetFile(config, next, network);
             }
           })(),
@@ -245,14 +251,15 @@ class Agent {
     return { manager, close: () => gateway.close() };
   }
 
-  /** flannel's masquerade and forward rules, for each family. */
-  #ruleSets(planes: readonly FamilyPlane[]): RuleSet[] {
-    const sets: RuleSet[] = [];
-    for (const { network, subnet } of planes) {
-      if (subnet && this.#flags['ip-masq']) sets.push(masqRuleSet(network, subnet, { randomFully: !this.#flags['ip-masq-fully-random-disable'] }));
-      if (this.#flags['iptables-forward-rules']) sets.push(forwardRuleSet(network));
-    }
-    return sets;
+  /** iptables, or nftables when the network config sets EnableNFTables (flannel 0.28). */
+  async #trafficManager(config: NetworkConfig): Promise<TrafficManager> {
+    const flags = this.#flags;
+    const options = {
+      log: this.#log.child({ component: config.enableNFTables ? 'nftables' : 'iptables' }),
+      resyncMs: flags['iptables-resync'] * 1000,
+      rules: { masquerade: flags['ip-masq'], forward: flags['iptables-forward-rules'], randomFully: !flags['ip-masq-fully-random-disable'] },
+    };
+    return config.enableNFTables ? Nftables.create(options) : new Iptables(options);
   }
 
   async #writeSubnetFile(config: NetworkConfig, lease: Lease, network: Network): Promise<void> {

@@ -36,7 +36,9 @@ test('config check prints the computed ranges, or the problem with exit 2', asyn
   await writeFile(join(dir, 'bad.json'), '{"Network":"198.18.0.0/16","SubnetLen":31}');
   const good = await weft(['config', 'check', join(dir, 'good.json')]);
   assert.equal(good.code, 0);
-  assert.equal(good.stdout, 'backend: vxlan\nIPv4 network 198.18.0.0/16: /24 subnets from 198.18.1.0 to 198.18.255.0\n');
+  assert.equal(good.stdout, 'backend: vxlan\ntraffic rules: iptables\nIPv4 network 198.18.0.0/16: /24 subnets from 198.18.1.0 to 198.18.255.0\n');
+  await writeFile(join(dir, 'nft.json'), '{"Network":"198.18.0.0/16","EnableNFTables":true,"Backend":{"Type":"vxlan"}}');
+  assert.match((await weft(['config', 'check', join(dir, 'nft.json')])).stdout, /^traffic rules: nftables \(EnableNFTables\)$/m);
   const bad = await weft(['config', 'check', join(dir, 'bad.json')]);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /SubnetLen must be less than \/31 \(SubnetLen: 31\)/);
@@ -66,6 +68,8 @@ test('agent: bad flags and values fail at start with a clear message and exit 2'
     [['agent', '--healthz-port=eighty'], {}, /invalid integer value "eighty" for -healthz-port/],
     [['agent'], { FLANNELD_IP_MASQ: 'perhaps' }, /invalid boolean value "perhaps" for FLANNELD_IP_MASQ/],
     [['agent', 'stray'], {}, /unexpected arguments: stray/],
+    [['agent', '--iptables-resync=0'], {}, /--iptables-resync must be at least 1 \(seconds\): 0/],
+    [['agent'], { FLANNELD_IPTABLES_RESYNC: '-5' }, /--iptables-resync must be at least 1/],
   ];
   for (const [args, env, re] of cases) {
     const r = await weft(args, env);

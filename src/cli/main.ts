@@ -103,7 +103,7 @@ async function configCommand(argv: readonly string[], io: Io): Promise<number> {
   const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
   const config = parseNetworkConfig(text, 'etcd');
   for (const w of config.warnings) io.stderr(`warning: ${w}\n`);
-  const lines = [`backend: ${config.backend.type}`];
+  const lines = [`backend: ${config.backend.type}`, `traffic rules: ${config.enableNFTables ? 'nftables (EnableNFTables)' : 'iptables'}`];
   for (const [label, range] of [['IPv4', config.ipv4], ['IPv6', config.ipv6]] as const) {
     if (!range) continue;
     lines.push(`${label} network ${formatCidr(range.network)}: /${range.subnetLen} subnets from ${formatIp(range.subnetMin)} to ${formatIp(range.subnetMax)}`);

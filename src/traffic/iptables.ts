@@ -4,41 +4,25 @@
  * with what was installed (flanneld spawns `iptables -C` per rule), and the set is re-applied
  * if anything differs. Replacing the chain's contents also drops the rules of an old subnet.
  */
-import { execFile, spawn } from 'node:child_process';
-import { promisify } from 'node:util';
-import { delay } from '../core/abort.js';
 import type { Logger } from '../core/log.js';
-import { type RuleSet, iptablesCommand, readChain, restorePayload } from './rules.js';
-
-export type Exec = (cmd: string, args: readonly string[], input?: string) => Promise<string>;
-
-const execFileAsync = promisify(execFile);
-
-/** Runs a command, feeding `input` on stdin; rejects with its stderr on a non-zero exit. */
-export const execCommand: Exec = async (cmd, args, input) => {
-  if (input === undefined) return (await execFileAsync(cmd, args, { maxBuffer: 32 * 2 ** 20 })).stdout;
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} failed (exit ${code}): ${err.trim()}`))));
-    child.stdin.end(input);
-  });
-};
+import { type Exec, execCommand, isMissingCommand } from './exec.js';
+import { nftDeleteTables } from './nft-rules.js';
+import { type RuleSet, iptablesCommand, iptablesRuleSets, readChain, restorePayload } from './rules.js';
+import { type FamilyTraffic, type TrafficManager, type TrafficOptions, resyncLoop } from './traffic-manager.js';
 
 export interface IptablesOptions {
   readonly exec?: Exec;
   readonly log: Logger;
   readonly resyncMs: number;
+  readonly rules: TrafficOptions;
 }
 
-export class Iptables {
+export class Iptables implements TrafficManager {
+  readonly mode = 'iptables';
   readonly #exec: Exec;
   readonly #log: Logger;
   readonly #resyncMs: number;
+  readonly #rules: TrafficOptions;
   #sets: readonly RuleSet[] = [];
   /** What iptables-save showed for each chain right after it was installed. */
   readonly #installed = new Map<string, string>();
@@ -47,34 +31,42 @@ export class Iptables {
     this.#exec = options.exec ?? execCommand;
     this.#log = options.log;
     this.#resyncMs = options.resyncMs;
+    this.#rules = options.rules;
   }
 
-  /** Installs these rule sets now (replacing earlier ones of the same chains). */
-  async apply(sets: readonly RuleSet[]): Promise<void> {
+  /** flannel's nftables tables go (a node switched back from nftables mode); no other table is touched. */
+  async removeOtherMode(): Promise<void> {
+    try {
+      await this.#exec('nft', ['-f', '-'], nftDeleteTables());
+    } catch (err) {
+      if (!isMissingCommand(err)) throw err;
+    }
+  }
+
+  /** Installs the rule sets of these families now (replacing earlier ones of the same chains). */
+  async apply(families: readonly FamilyTraffic[]): Promise<void> {
+    const sets = iptablesRuleSets(families, this.#rules);
     this.#sets = sets;
     for (const set of sets) await this.#install(set);
   }
 
   /** Re-checks every `resyncMs` until `signal` aborts. */
-  async run(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      try {
-        await delay(this.#resyncMs, signal);
-      } catch {
-        return;
-      }
-      for (const set of this.#sets) {
-        try {
-          const state = readChain(await this.#save(set), set);
-          if (!state.chainExists || state.jumps !== 1 || state.rules.join('\n') !== this.#installed.get(key(set))) {
-            this.#log.warn({ family: set.family, table: set.table, chain: set.chain }, 'iptables rules changed behind our back; re-applying');
-            await this.#install(set);
-          }
-        } catch (err) {
-          if (!signal.aborted) this.#log.error({ err, chain: set.chain }, 'iptables resync failed');
-        }
+  run(signal: AbortSignal): Promise<void> {
+    return resyncLoop(() => this.check(), this.#resyncMs, signal, (err) => this.#log.error({ err }, 'iptables resync failed'));
+  }
+
+  /** One resync pass: true when something had changed and was put back. */
+  async check(): Promise<boolean> {
+    let repaired = false;
+    for (const set of this.#sets) {
+      const state = readChain(await this.#save(set), set);
+      if (!state.chainExists || state.jumps !== 1 || state.rules.join('\n') !== this.#installed.get(key(set))) {
+        this.#log.warn({ family: set.family, table: set.table, chain: set.chain }, 'iptables rules changed behind our back; re-applying');
+        await this.#install(set);
+        repaired = true;
       }
     }
+    return repaired;
   }
 
   async #install(set: RuleSet): Promise<void> {
@@ -83,7 +75,10 @@ export class Iptables {
     for (let i = 1; i < before.jumps; i++) await this.#exec(iptablesCommand(set.family, ''), ['-w', '-t', set.table, '-D', set.parent, ...splitArgs(set.jump)]);
     await this.#exec(iptablesCommand(set.family, '-restore'), ['--noflush', '--wait'], restorePayload(set, { addJump: before.jumps === 0 }));
     const after = readChain(await this.#save(set), set);
-    this.#installed.set(key(set), after.rules.join('\n'));
+    // iptables-save is a second command: a listing without exactly the rules just written (someone
+    // changed them in between) is not kept as the reference, so the next check writes again.
+    const complete = after.chainExists && after.jumps === 1 && after.rules.length === set.rules.length;
+    this.#installed.set(key(set), complete ? after.rules.join('\n') : '');
     this.#log.info({ family: set.family, table: set.table, chain: set.chain, rules: after.rules.length }, 'iptables rules installed');
   }
 

@@ -5,6 +5,7 @@
  */
 import { type Cidr, formatCidr } from '../ip/cidr.js';
 import type { Family } from '../ip/ip.js';
+import type { FamilyTraffic, TrafficOptions } from './traffic-manager.js';
 
 export const masqComment = 'flanneld masq';
 export const forwardComment = 'flanneld forward';
@@ -58,6 +59,16 @@ export function forwardRuleSet(network: Cidr): RuleSet {
     jump: `${m} -j ${forwardChain}`,
     rules: [`-s ${c} ${m} -j ACCEPT`, `-d ${c} ${m} -j ACCEPT`],
   };
+}
+
+/** The iptables rule sets of these families: masquerade (when the subnet is known), then forward. */
+export function iptablesRuleSets(families: readonly FamilyTraffic[], options: TrafficOptions): RuleSet[] {
+  const sets: RuleSet[] = [];
+  for (const f of families) {
+    if (options.masquerade && f.subnet) sets.push(masqRuleSet(f.network, f.subnet, { randomFully: options.randomFully }));
+    if (options.forward) sets.push(forwardRuleSet(f.network));
+  }
+  return sets;
 }
 
 /**
