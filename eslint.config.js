@@ -1,8 +1,45 @@
-// Lint rules that carry the architecture: no `any`, no default exports, node: imports,
-// and each third-party package confined to its one adapter module.
+// Lint rules that carry the architecture (../shared/design/architecture.md): no `any`, no default
+// exports, node: imports, each third-party package and node:child_process confined to the modules
+// that own them, and each folder importing only the folders below it.
+//
+// ESLint keeps, for a file, the `no-restricted-imports` of the last block that matches it, so each
+// block below carries the package rules as well as its folder's rules, and the few files allowed
+// one of the packages get a block of their own at the end.
 import tseslint from 'typescript-eslint';
 
-const restrict = (patterns) => ['error', { patterns }];
+const nodeStyle = { group: ['fs', 'fs/*', 'path', 'os', 'http', 'https', 'net', 'crypto', 'child_process', 'events', 'stream', 'url', 'util', 'dns', 'tls'], message: 'write node:<module>' };
+const packages = {
+  etcd3: { group: ['etcd3', 'etcd3/*'], message: 'etcd3 is measured in bench/ only; weft talks to etcd through subnet/etcd/etcd-gateway.ts' },
+  clientNode: { group: ['@kubernetes/client-node'], message: '@kubernetes/client-node is measured in bench/ only; weft talks to the API through subnet/kube/kube-client.ts' },
+  yaml: { group: ['js-yaml'], message: 'only subnet/kube/kube-access.ts parses YAML (kubeconfig files)' },
+  // A regex: as a gitignore-style group, `netlink` would also match weft's own netlink/ folder.
+  netlink: { regex: '^netlink(/|$)', message: 'only netlink/rtnetlink.ts talks to the kernel through the netlink package' },
+  childProcess: { group: ['node:child_process'], message: 'only traffic/*, cni/delegate.ts and cli/sd-notify.ts run commands' },
+};
+const allPackages = Object.values(packages);
+const without = (...skip) => allPackages.filter((p) => !skip.includes(p));
+
+const layers = {
+  pure: [
+    { group: ['node:fs*', 'node:net', 'node:http*', 'node:child_process', 'node:dgram'], message: 'pure modules touch no I/O' },
+    { group: ['**/subnet/**', '**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'pure modules import only core, ip, json, config, lease' },
+  ],
+  subnet: [{ group: ['**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'subnet depends only on lease, config, ip, json, core' }],
+  backend: [
+    { group: ['**/cli/**', '**/testing/**', '**/subnet/etcd/**', '**/subnet/kube/**', '**/netlink/rtnetlink*', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'a backend depends on the ports (subnet-manager, netlink/netlink) and on lease, config, ip, json, core' },
+  ],
+  adapter: [{ group: ['**/lease/**', '**/subnet/**', '**/backend/**', '**/config/**', '**/cli/**', '**/cni/**', '**/health/**', '**/testing/**'], message: 'OS adapters (netlink, traffic) know nothing of leases or backends: ip and core only' }],
+  cni: [
+    { group: ['**/subnet/etcd/**', '**/subnet/kube/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cli/**', '**/health/**', '**/testing/**'], message: 'the CNI plugin loads only subnet-env, ip, json and core, to start fast' },
+  ],
+  health: [{ group: ['**/subnet/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/cli/**', '**/testing/**', '**/lease/**', '**/config/**'], message: 'the health server depends on core only' }],
+  cli: [{ group: ['**/testing/**'], message: 'the agent never loads test code' }],
+};
+const vxlanOnly = { group: ['**/host-gw/**'], message: 'a backend never imports another backend' };
+const hostGwOnly = { group: ['**/vxlan/**'], message: 'a backend never imports another backend' };
+
+const restrict = (patterns) => ({ 'no-restricted-imports': ['error', { patterns }] });
+const zone = (files, patterns, pkgs = allPackages) => ({ files, ignores: ['**/*.test.ts'], rules: restrict([nodeStyle, ...pkgs, ...patterns]) });
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', '.tools/**'] },
@@ -13,44 +50,23 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',
       'no-restricted-syntax': ['error', { selector: 'ExportDefaultDeclaration', message: 'use named exports' }],
-      'no-restricted-imports': restrict([
-        { group: ['fs', 'fs/*', 'path', 'os', 'http', 'https', 'net', 'crypto', 'child_process', 'events', 'stream', 'url', 'util', 'dns', 'tls'], message: 'write node:<module>' },
-        { group: ['etcd3', 'etcd3/*'], message: 'etcd3 is measured in bench/ only; weft talks to etcd through subnet/etcd/etcd-gateway.ts' },
-        { group: ['@kubernetes/client-node'], message: '@kubernetes/client-node is measured in bench/ only; weft talks to the API through subnet/kube/kube-client.ts' },
-      ]),
+      ...restrict([nodeStyle, packages.etcd3, packages.clientNode]),
     },
   },
-  {
-    // Kubeconfig files are YAML: the parser is loaded by the one module that reads them.
-    files: ['src/**/*.ts'],
-    ignores: ['src/subnet/kube/kube-access.ts'],
-    rules: {
-      'no-restricted-imports': restrict([
-        { group: ['fs', 'fs/*', 'path', 'os', 'http', 'https', 'net', 'crypto', 'child_process', 'events', 'stream', 'url', 'util', 'dns', 'tls'], message: 'write node:<module>' },
-        { group: ['etcd3', 'etcd3/*'], message: 'weft talks to etcd through subnet/etcd/etcd-gateway.ts' },
-        { group: ['@kubernetes/client-node'], message: 'weft talks to the API through subnet/kube/kube-client.ts' },
-        { group: ['js-yaml'], message: 'only subnet/kube/kube-access.ts parses YAML (kubeconfig files)' },
-      ]),
-    },
-  },
-  {
-    files: ['src/core/**/*.ts', 'src/ip/**/*.ts', 'src/json/**/*.ts', 'src/config/**/*.ts', 'src/lease/**/*.ts'],
-    ignores: ['**/*.test.ts'],
-    rules: {
-      'no-restricted-imports': restrict([
-        { group: ['node:fs*', 'node:net', 'node:http*', 'node:child_process', 'node:dgram'], message: 'pure modules touch no I/O' },
-        { group: ['**/subnet/**', '**/cli/**', '**/testing/**'], message: 'pure modules import only core, ip, json, config, lease' },
-      ]),
-    },
-  },
-  {
-    files: ['src/subnet/**/*.ts'],
-    ignores: ['**/*.test.ts'],
-    rules: {
-      'no-restricted-imports': restrict([
-        { group: ['**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**'], message: 'subnet depends only on lease, config, ip, json, core' },
-        { group: ['etcd3', 'etcd3/*'], message: 'weft talks to etcd through subnet/etcd/etcd-gateway.ts' },
-      ]),
-    },
-  },
+  zone(['src/**/*.ts'], [], without(packages.childProcess)),
+  zone(['src/core/**/*.ts', 'src/ip/**/*.ts', 'src/json/**/*.ts', 'src/config/**/*.ts', 'src/lease/**/*.ts'], layers.pure),
+  zone(['src/subnet/**/*.ts'], layers.subnet),
+  zone(['src/backend/**/*.ts'], layers.backend),
+  zone(['src/backend/vxlan/**/*.ts'], [...layers.backend, vxlanOnly]),
+  zone(['src/backend/host-gw/**/*.ts'], [...layers.backend, hostGwOnly]),
+  zone(['src/netlink/**/*.ts', 'src/traffic/**/*.ts'], layers.adapter),
+  zone(['src/cni/**/*.ts'], layers.cni),
+  zone(['src/health/**/*.ts'], layers.health),
+  zone(['src/cli/**/*.ts'], layers.cli),
+  // The owners of a package or of node:child_process.
+  zone(['src/subnet/kube/kube-access.ts'], layers.subnet, without(packages.yaml)),
+  zone(['src/netlink/rtnetlink.ts'], layers.adapter, without(packages.netlink)),
+  zone(['src/traffic/**/*.ts'], layers.adapter, without(packages.childProcess)),
+  zone(['src/cni/delegate.ts'], layers.cni, without(packages.childProcess)),
+  zone(['src/cli/sd-notify.ts'], layers.cli, without(packages.childProcess)),
 );

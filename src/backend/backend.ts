@@ -36,6 +36,8 @@ export interface Network {
 }
 
 export interface BackendFactory {
+  /** Parses the backend's options only; WEFT_ERR_CONFIG naming the bad one. */
+  checkOptions(config: NetworkConfig): void;
   /** Parses the backend's options and prepares its device; WEFT_ERR_CONFIG on bad options. */
   create(config: NetworkConfig, deps: BackendDeps, signal: AbortSignal): Promise<Network>;
 }

@@ -143,6 +143,8 @@ export class DesiredState {
    */
   departs(change: NetlinkChange, scope: ChangeScope): boolean {
     switch (change.kind) {
+      case 'unparsed':
+        return true;
       case 'link':
       case 'addr':
         // Not every link: pods come and go on veth pairs all the time.

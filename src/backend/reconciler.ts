@@ -20,6 +20,7 @@
  *   1.7 MB at four in flight, 2.9 MB at 32, none at one.
  */
 import { delay } from '../core/abort.js';
+import { Backoff } from '../core/backoff.js';
 import { errorMessage } from '../core/errors.js';
 import { memoryFigures, releaseMemory, releaseMemoryAtMostEvery } from '../core/memory.js';
 import type { Logger } from '../core/log.js';
@@ -65,6 +66,13 @@ export class Reconciler {
   readonly #desired = new DesiredState();
   readonly #refusedSeen = new Map<string, string>();
   #synced = false;
+  /** Set by a failed kernel write; the run loop then schedules a full reconcile with backoff. */
+  #writeFailed = false;
+  readonly #retry = new Backoff({ initialMs: 500, maxMs: 30_000 });
+  #retryTimer: NodeJS.Timeout | undefined;
+  #unparsedSeen = false;
+  /** Kernel writes that failed, ever: a pass that adds none resets the retry backoff. */
+  #failedWrites = 0;
   /** Event application and full reconciles never interleave. */
   #busy: Promise<unknown> = Promise.resolve();
 
@@ -91,10 +99,28 @@ export class Reconciler {
       dirty = true;
       wake?.();
     };
+    // A kernel write that failed is retried by a full reconcile after a backoff, not left for the
+    // next notification or the periodic pass; a clean pass resets the backoff.
+    const afterWork = (): void => {
+      if (!this.#writeFailed) return;
+      this.#writeFailed = false;
+      if (this.#retryTimer || signal.aborted) return;
+      const wait = this.#retry.next();
+      this.#log.warn({ retryMs: wait }, 'a kernel write failed; reconciling again after a pause');
+      this.#retryTimer = setTimeout(() => {
+        this.#retryTimer = undefined;
+        kick();
+      }, wait);
+    };
+    signal.addEventListener('abort', () => clearTimeout(this.#retryTimer), { once: true });
     const monitor = (async () => {
       try {
         for await (const changes of this.#nl.subscribe(signal)) {
           if (!this.#synced) continue; // the first reconcile lists everything anyway
+          if (!this.#unparsedSeen && changes.some((c) => c.kind === 'unparsed')) {
+            this.#unparsedSeen = true;
+            this.#log.warn({}, 'a kernel notification could not be read; comparing everything with the kernel (logged once)');
+          }
           if (changes.some((c) => this.#desired.departs(c, this.#scope))) kick();
         }
       } catch (err) {
@@ -125,7 +151,10 @@ export class Reconciler {
         }
         dirty = false;
         if (!this.#synced) continue;
+        const before = this.#failedWrites;
         await this.reconcile(signal);
+        if (this.#failedWrites === before) this.#retry.reset();
+        afterWork();
         // A pass lists every route, neighbour and FDB entry: 3 MB of garbage with 1000 peers,
         // which V8 would otherwise keep as heap for good.
         releaseMemoryAtMostEvery(30_000);
@@ -135,6 +164,7 @@ export class Reconciler {
       for await (const batch of events) {
         if (this.#synced) {
           await this.apply(batch, signal);
+          afterWork();
         } else {
           // The first batch is the whole set: record it and let one reconcile write only what
           // the kernel lacks (nothing at all after a restart), instead of rewriting every entry.
@@ -146,6 +176,7 @@ export class Reconciler {
           }
           this.#synced = true;
           await this.reconcile(signal);
+          afterWork();
           this.#log.info({ peers: this.#peers.size }, 'initial peers programmed');
           // The initial burst leaves garbage that would stay resident for a long time.
           releaseMemory();
@@ -309,13 +340,25 @@ export class Reconciler {
     for (const r of p.routes) await this.#try(() => this.#nl.replaceRoute(r), 'route', subnet);
   }
 
+  /**
+   * Removes what no remaining peer still wants (two leases may share a next hop or a VtepMAC); an
+   * entry that another peer still wants in another form (the FDB entry of a shared MAC, now
+   * pointing at the other peer) is written as that peer wants it.
+   */
   async #remove(p: PeerProgram, lease: Lease): Promise<void> {
     const subnet = formatSubnetPair(lease.subnet);
-    // Only what no remaining peer still wants (two leases may share a next hop).
     const want = this.#desired;
-    for (const r of p.routes) if (!want.routes.has(routeKey(r))) await this.#try(() => this.#nl.deleteRoute(r), 'route', subnet);
-    for (const f of p.fdb) if (!want.fdb.has(fdbKey(f))) await this.#try(() => this.#nl.deleteFdb(f), 'fdb entry', subnet);
-    for (const n of p.neighbours) if (!want.neighbours.has(neighKey(n))) await this.#try(() => this.#nl.deleteNeighbour(n), 'neighbour', subnet);
+    const nl = this.#nl;
+    const settle = async <T extends object>(entries: readonly T[], index: EntryIndex<T>, key: (e: T) => string, same: (a: T, b: T) => boolean, what: string, del: (e: T) => Promise<void>, put: (e: T) => Promise<void>): Promise<void> => {
+      for (const e of entries) {
+        const still = index.get(key(e));
+        if (!still) await this.#try(() => del(e), what, subnet);
+        else if (!same(still, e)) await this.#try(() => put(still), what, subnet);
+      }
+    };
+    await settle(p.routes, want.routes, routeKey, routeMatches, 'route', (r) => nl.deleteRoute(r), (r) => nl.replaceRoute(r));
+    await settle(p.fdb, want.fdb, fdbKey, fdbMatches, 'fdb entry', (f) => nl.deleteFdb(f), (f) => nl.replaceFdb(f));
+    await settle(p.neighbours, want.neighbours, neighKey, (a, b) => neighbourMatches(a, { ...b, permanent: true }), 'neighbour', (n) => nl.deleteNeighbour(n), (n) => nl.replaceNeighbour(n));
   }
 
   async #try(op: () => Promise<void>, what: string, subject: string): Promise<boolean> {
@@ -324,6 +367,8 @@ export class Reconciler {
       return true;
     } catch (err) {
       this.#log.error({ err, subject, detail: errorMessage(err) }, `failed to program ${what}`);
+      this.#writeFailed = true;
+      this.#failedWrites++;
       return false;
     }
   }

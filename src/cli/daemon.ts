@@ -5,7 +5,7 @@
  * the lease, routes, devices and rules, so a restart changes nothing on the wire.
  */
 import { readFile } from 'node:fs/promises';
-import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
+import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
 import type { SubnetManager } from '../subnet/subnet-manager.js';
 import { type Logger, createLogger } from '../core/log.js';
 import { delay } from '../core/abort.js';
@@ -13,7 +13,7 @@ import type { NetworkConfig } from '../config/network-config.js';
 import { formatIp } from '../ip/ip.js';
 import { type Lease, formatSubnetPair } from '../lease/lease.js';
 import type { Network } from '../backend/backend.js';
-import { backendFactory } from '../backend/registry.js';
+import { backendFactory, checkBackend } from '../backend/registry.js';
 import { enabledFamilies, familyPlanes, withLease } from '../backend/family-plane.js';
 import { RtNetlink } from '../netlink/rtnetlink.js';
 import { readSubnetEnv, writeSubnetEnv } from '../subnet/subnet-env.js';
@@ -24,7 +24,8 @@ import { startHealthServer } from '../health/health-server.js';
 import { type FlagValues, parseFlags, usage } from './flags.js';
 import { agentFlags } from './options.js';
 import { selectExternalInterface } from './external-iface.js';
-import { version } from './version.js';
+import { agentFlagProblem } from './agent-checks.js';
+import { version } from '../core/version.js';
 import type { Io } from './io.js';
 import { notifyReady } from './sd-notify.js';
 
@@ -46,18 +47,9 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
     io.stderr(`weft agent: unexpected arguments: ${parsed.positionals.join(' ')}\n`);
     return 2;
   }
-  const margin = flags['subnet-lease-renew-margin'];
-  if (margin < 1 || margin > 1439) {
-    io.stderr(`weft agent: Invalid subnet-lease-renew-margin option, out of acceptable range (1-1439 minutes): ${margin}\n`);
-    return 2;
-  }
-  if (flags['iptables-resync'] < 1) {
-    // flanneld loops without pause on 0, re-reading its rules as fast as the CPU allows.
-    io.stderr(`weft agent: --iptables-resync must be at least 1 (seconds): ${flags['iptables-resync']}\n`);
-    return 2;
-  }
-  if (flags['ip-blackhole-route']) {
-    io.stderr('weft agent: --ip-blackhole-route is not available in this version of weft\n');
+  const problem = agentFlagProblem(flags);
+  if (problem) {
+    io.stderr(`weft agent: ${problem}\n`);
     return 2;
   }
   const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' } });
@@ -69,7 +61,8 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
       return 0;
     }
     log.error({ err }, `agent failed: ${errorMessage(err)}`);
-    return 1;
+    // Bad input (flags, files they name, the node's own setup) is the operator's to fix: 2, as docs/errors.md says.
+    return isWeftError(err, ErrorCodes.CONFIG) ? 2 : 1;
   }
 }
 
@@ -99,6 +92,11 @@ class Agent {
     const inner = new AbortController();
     const scope = AbortSignal.any([signal, inner.signal]);
     const tasks: Array<Promise<unknown>> = [];
+    const kube = flags['kube-subnet-mgr'];
+    log.info(
+      { version, registry: kube ? 'kubernetes' : 'etcd', ...(kube ? {} : { endpoints: flags['etcd-endpoints'].split(',').map((e) => e.trim()).filter(Boolean), prefix: flags['etcd-prefix'] }) },
+      'weft agent starting',
+    );
     const { manager, close, networkUp, background, nodePublicIps } = await this.#subnetManager();
     let nl: RtNetlink | undefined;
     try {
@@ -135,7 +133,11 @@ class Agent {
         { iface: iface.name, chosenBy: how, publicIp: iface.publicIp ? formatIp(iface.publicIp) : undefined, publicIpv6: iface.publicIpv6 ? formatIp(iface.publicIpv6) : undefined, mtu: iface.mtu, families: planes.map((p) => p.family) },
         'using external interface',
       );
-      const previous = await manager.previousAttrs(planes[0]!.publicIp, scope).catch(() => undefined);
+      const previous = await manager.previousAttrs(planes[0]!.publicIp, scope).catch((err: unknown) => {
+        if (scope.aborted) throw err;
+        log.warn({ err }, `could not read what this node published before; a recreated vxlan device gets a new MAC: ${errorMessage(err)}`);
+        return undefined;
+      });
       const deps = { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface, planes, ...(previous ? { previous } : {}) };
       const network = await backendFactory(config.backend.type).create(config, deps, scope);
       const lease = await manager.acquireLease(network.attrs, scope);
@@ -246,6 +248,7 @@ class Agent {
       registry,
       log,
       renewMarginMs: flags['subnet-lease-renew-margin'] * 60_000,
+      checkConfig: checkBackend,
       ...(previous.subnet || previous.ipv6Subnet ? { previous: { ...(previous.subnet ? { ipv4: previous.subnet } : {}), ...(previous.ipv6Subnet ? { ipv6: previous.ipv6Subnet } : {}) } } : {}),
     });
     return { manager, close: () => gateway.close() };

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startEtcd } from '../testing/etcd-server.js';
-import { version } from './version.js';
+import { version } from '../core/version.js';
 
 const bin = new URL('../../../bin/weft', import.meta.url).pathname;
 const run = promisify(execFile);
@@ -45,6 +45,33 @@ test('config check prints the computed ranges, or the problem with exit 2', asyn
   assert.equal((await weft(['frobnicate'])).code, 2);
 });
 
+test('config check runs the agent\'s own checks, backend options included; --help is help', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const cases: Array<[string, RegExp]> = [
+    ['{"Network":"198.18.0.0/16","Backend":{"Type":"wireguard"}}', /the wireguard backend is not available in this version of weft; it has vxlan, host-gw/],
+    ['{"Network":"198.18.0.0/16","Backend":{"Type":"udp"}}', /the udp backend is not available/],
+    ['{"Network":"198.18.0.0/16"}', /udp backend is not available.*a config without Backend means udp/],
+    ['{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","VNI":"x"}}', /Backend\.VNI must be an integer from 0 to 16777215, got the string "x"/],
+    ['{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","VNI":99999999}}', /Backend\.VNI must be an integer from 0 to 16777215/],
+    ['{"Network":"198.18.0.0/16","SubnetMin":"198.18.9.0","SubnetMax":"198.18.3.0","Backend":{"Type":"vxlan"}}', /SubnetMin 198\.18\.9\.0 is above SubnetMax 198\.18\.3\.0/],
+    ['{"Network":"198.18.0.0/16","Backend":{"Type":"frobnet"}}', /unknown backend type: frobnet/],
+  ];
+  for (const [i, [conf, re]] of cases.entries()) {
+    const file = join(dir, `c${i}.json`);
+    await writeFile(file, conf);
+    const r = await weft(['config', 'check', file]);
+    assert.equal(r.code, 2, conf);
+    assert.match(r.stderr, re, conf);
+  }
+  const help = await weft(['config', 'check', '--help']);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /^Usage: weft config check/);
+  const missing = await weft(['config', 'check', join(dir, 'nope.json')]);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /cannot read .*nope\.json/);
+});
+
 test('leases lists what is in etcd, with flags or FLANNELD_* variables', async () => {
   await using etcd = await startEtcd();
   const s = AbortSignal.timeout(5000);
@@ -58,7 +85,7 @@ test('leases lists what is in etcd, with flags or FLANNELD_* variables', async (
   assert.equal(byEnv.stdout, '"/p/subnets/198.18.5.0-24": {"PublicIP":"203.0.113.5","PublicIPv6":null,"BackendType":"host-gw"}\n');
   const unreachable = await weft(['leases', '--etcd-endpoints=http://127.0.0.1:9']);
   assert.equal(unreachable.code, 1);
-  assert.match(unreachable.stderr, /no etcd endpoint reachable \(http:\/\/127\.0\.0\.1:9\)/);
+  assert.match(unreachable.stderr, /no etcd endpoint answered \/v3\/kv\/range: etcd at http:\/\/127\.0\.0\.1:9 unreachable/);
 });
 
 test('agent: bad flags and values fail at start with a clear message and exit 2', async () => {
@@ -70,12 +97,28 @@ test('agent: bad flags and values fail at start with a clear message and exit 2'
     [['agent', 'stray'], {}, /unexpected arguments: stray/],
     [['agent', '--iptables-resync=0'], {}, /--iptables-resync must be at least 1 \(seconds\): 0/],
     [['agent'], { FLANNELD_IPTABLES_RESYNC: '-5' }, /--iptables-resync must be at least 1/],
+    [['agent', '--healthz-port=99999'], {}, /--healthz-port must be a port from 0 \(off\) to 65535: 99999/],
+    [['agent', '--healthz-port=-1'], {}, /--healthz-port must be a port/],
+    [['agent', '--healthz-port=8471', '--healthz-ip=nonsense'], {}, /--healthz-ip must be an IP address to listen on: "nonsense"/],
+    [['agent', '--public-ip=2001:db8:113::1'], {}, /--public-ip must be an IPv4 address/],
+    [['agent', '--public-ipv6=203.0.113.1'], {}, /--public-ipv6 must be an IPv6 address/],
+    [['agent', '--registry-check-interval=0'], {}, /--registry-check-interval must be at least 1/],
   ];
   for (const [args, env, re] of cases) {
     const r = await weft(args, env);
     assert.equal(r.code, 2, args.join(' '));
     assert.match(r.stderr, re);
   }
+});
+
+test('agent: bad input found after start (a file a flag names) exits 2 with a line naming it; the first line names version and registry', async () => {
+  const r = await weft(['agent', '--kube-subnet-mgr', '--net-config-path=/nonexistent/net-conf.json']);
+  assert.equal(r.code, 2);
+  const lines = r.stderr.trim().split('\n').map((l) => JSON.parse(l) as { msg: string; version?: string; registry?: string });
+  assert.equal(lines[0]?.msg, 'weft agent starting');
+  assert.equal(lines[0]?.version, version);
+  assert.equal(lines[0]?.registry, 'kubernetes');
+  assert.ok(lines.some((l) => l.msg.includes('cannot read --net-config-path /nonexistent/net-conf.json')));
 });
 
 test('installed as flanneld, weft is the agent with flanneld\'s command line', async () => {

@@ -3,7 +3,7 @@
  * process.exit, process.argv, process.env and signals.
  */
 import { readFile } from 'node:fs/promises';
-import { errorMessage, isWeftError } from '../core/errors.js';
+import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { parseNetworkConfig } from '../config/network-config.js';
 import { formatCidr } from '../ip/cidr.js';
@@ -13,7 +13,7 @@ import { encodeLeaseAttrs } from '../lease/lease-codec.js';
 import { parseFlags, usage } from './flags.js';
 import { etcdFlags } from './options.js';
 import { connectEtcd } from './etcd-connect.js';
-import { version } from './version.js';
+import { version } from '../core/version.js';
 import type { Io } from './io.js';
 import { runAgent } from './daemon.js';
 
@@ -95,13 +95,26 @@ async function leasesCommand(argv: readonly string[], env: Readonly<Record<strin
 }
 
 async function configCommand(argv: readonly string[], io: Io): Promise<number> {
-  const [sub, file] = argv;
-  if (sub !== 'check' || file === undefined) {
-    io.stderr('Usage: weft config check <net-conf.json | ->\n');
+  const [sub, file, ...extra] = argv;
+  const usageText = 'Usage: weft config check <net-conf.json | ->\n\nChecks a network config as the agent would (etcd mode: flannel\'s defaults and checks, then\nthe backend and its options); prints the computed subnet ranges and the traffic rule mode.\n';
+  if (sub === 'check' && (file === '-h' || file === '--help' || file === '-help')) {
+    io.stdout(usageText);
+    return 0;
+  }
+  if (sub !== 'check' || file === undefined || extra.length > 0) {
+    io.stderr(usageText);
     return 2;
   }
-  const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+  let text: string;
+  try {
+    text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+  } catch (err) {
+    throw new WeftError(ErrorCodes.CONFIG, `cannot read ${file}: ${errorMessage(err)}`, { cause: err });
+  }
   const config = parseNetworkConfig(text, 'etcd');
+  // Loaded here: the backends are the agent's code, which the other commands do not need.
+  const { checkBackend } = await import('../backend/registry.js');
+  checkBackend(config);
   for (const w of config.warnings) io.stderr(`warning: ${w}\n`);
   const lines = [`backend: ${config.backend.type}`, `traffic rules: ${config.enableNFTables ? 'nftables (EnableNFTables)' : 'iptables'}`];
   for (const [label, range] of [['IPv4', config.ipv4], ['IPv6', config.ipv6]] as const) {

@@ -8,13 +8,14 @@
  * no longer knows (after a DEL to their delegate); DEL keeps the saved state when the delegate's
  * DEL fails, so a retry can still clean up (flannel 1.9 leaks it).
  */
+import { version as weftVersion } from '../core/version.js';
 import { access } from 'node:fs/promises';
 import { readSubnetEnv } from '../subnet/subnet-env.js';
 import { formatCidr } from '../ip/cidr.js';
 import { isJsonObject } from '../json/go-json.js';
 import { CniCodes, CniError } from './cni-error.js';
 import { buildDelegateConfig, requireSubnetEnv, sortedJson } from './delegate-config.js';
-import { execDelegate, findPlugin } from './delegate.js';
+import { type DelegateLimits, execDelegate, findPlugin } from './delegate.js';
 import { type FlannelNetConf, checkVersion, parseNetConf, supportedVersions, versionAtLeast } from './netconf.js';
 import { listState, loadState, removeState, saveState } from './scratch-store.js';
 
@@ -22,6 +23,16 @@ export interface CniIo {
   readonly stdin: () => Promise<string>;
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
+  /** Aborts when the runtime stops the plugin (SIGTERM): a running delegate is killed with it. */
+  readonly signal?: AbortSignal;
+}
+
+/** How long a delegate may run; WEFT_CNI_DELEGATE_TIMEOUT_MS overrides it. */
+const defaultDelegateTimeoutMs = 120_000;
+
+function delegateLimits(env: Env, io: CniIo): DelegateLimits {
+  const given = Number(env['WEFT_CNI_DELEGATE_TIMEOUT_MS']);
+  return { timeoutMs: Number.isInteger(given) && given > 0 ? given : defaultDelegateTimeoutMs, ...(io.signal ? { signal: io.signal } : {}) };
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -31,7 +42,7 @@ export async function runCni(env: Env, io: CniIo): Promise<number> {
   let version = '1.1.0';
   try {
     if (command === undefined || command === '') {
-      io.stderr(`CNI Plugin flannel (weft) version 0.1.0\nCNI protocol versions supported: ${supportedVersions.join(', ')}\n`);
+      io.stderr(`CNI Plugin flannel (weft) version ${weftVersion}\nCNI protocol versions supported: ${supportedVersions.join(', ')}\n`);
       return 0;
     }
     if (command === 'VERSION') {
@@ -91,7 +102,7 @@ async function add(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   const plugin = await findPlugin(delegate['type'] as string, env['CNI_PATH']!);
   // Saved before the delegate runs, so that the runtime's DEL after a failed ADD can clean up.
   await saveState(conf.dataDir, env['CNI_CONTAINERID']!, bytes);
-  const result = await execDelegate(plugin, 'ADD', bytes, { ...env });
+  const result = await execDelegate(plugin, 'ADD', bytes, { ...env }, delegateLimits(env, io));
   if (result.stderr) io.stderr(result.stderr);
   io.stdout(result.stdout);
   return 0;
@@ -114,7 +125,7 @@ async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
     io.stderr('failed to parse netconf: saved delegate config has no type');
     return 0;
   }
-  await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env });
+  await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env }, delegateLimits(env, io));
   await removeState(conf.dataDir, id);
   return 0;
 }
@@ -130,10 +141,12 @@ async function check(conf: FlannelNetConf, env: Env): Promise<number> {
   requireEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
   const saved = await loadState(conf.dataDir, env['CNI_CONTAINERID']!);
   if (saved === undefined) throw new CniError(CniCodes.UNKNOWN_CONTAINER, `no saved state for container ${env['CNI_CONTAINERID']}: it was never added through this plugin`);
+  const ranges = savedRanges(saved);
   const current = await readSubnetEnv(conf.subnetFile).catch(() => undefined);
-  if (current?.subnet) {
-    const want = formatCidr(current.subnet);
-    if (!saved.includes(`"subnet":"${want}"`)) {
+  for (const subnet of [current?.subnet, current?.ipv6Subnet]) {
+    if (!subnet) continue;
+    const want = formatCidr(subnet);
+    if (!ranges.includes(want)) {
       throw new CniError(CniCodes.FLANNEL, `the node's subnet is now ${want}, not the one this container's address came from; recreate the pod`);
     }
   }
@@ -155,8 +168,10 @@ async function gc(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   if (!versionAtLeast(conf.cniVersion, '1.1.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow GC');
   requireEnv(env, ['CNI_PATH']);
   const valid = conf.raw['cni.dev/valid-attachments'];
+  // Without the list, GC would delete every attachment: that is not what a runtime asks for.
+  if (!Array.isArray(valid)) throw new CniError(CniCodes.INVALID_CONFIG, 'GC needs cni.dev/valid-attachments (the attachments to keep); nothing was removed');
   const keep = new Set(
-    (Array.isArray(valid) ? valid : []).flatMap((a: unknown) => (isJsonObject(a) && typeof a['containerID'] === 'string' ? [a['containerID']] : [])),
+    valid.flatMap((a: unknown) => (isJsonObject(a) && typeof a['containerID'] === 'string' ? [a['containerID']] : [])),
   );
   for (const id of await listState(conf.dataDir)) {
     if (keep.has(id)) continue;
@@ -165,7 +180,7 @@ async function gc(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
       const parsed: unknown = saved === undefined ? undefined : JSON.parse(saved);
       const type = isJsonObject(parsed) ? parsed['type'] : undefined;
       if (typeof type === 'string' && saved !== undefined) {
-        await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env, CNI_CONTAINERID: id, CNI_IFNAME: env['CNI_IFNAME'] ?? 'eth0' });
+        await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env, CNI_CONTAINERID: id, CNI_IFNAME: env['CNI_IFNAME'] ?? 'eth0' }, delegateLimits(env, io));
       }
     } catch (err) {
       io.stderr(`gc: delegate DEL for ${id} failed: ${(err as Error).message}\n`);
@@ -173,4 +188,20 @@ async function gc(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
     await removeState(conf.dataDir, id);
   }
   return 0;
+}
+
+/** The subnets of the `ipam.ranges` of a saved delegate config (what CHECK compares). */
+function savedRanges(saved: string): string[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(saved);
+  } catch {
+    throw new CniError(CniCodes.DECODE_FAILURE, 'the saved delegate config of this container is not JSON');
+  }
+  const ipam = isJsonObject(parsed) ? parsed['ipam'] : undefined;
+  const ranges = isJsonObject(ipam) ? ipam['ranges'] : undefined;
+  if (!Array.isArray(ranges)) return [];
+  return ranges.flatMap((set: unknown) =>
+    Array.isArray(set) ? set.flatMap((r: unknown) => (isJsonObject(r) && typeof r['subnet'] === 'string' ? [r['subnet']] : [])) : [],
+  );
 }

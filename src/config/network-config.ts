@@ -128,7 +128,12 @@ function subnetRange(obj: JsonObject, network: Cidr, f: { family: Family; prefix
   };
   const firstSubnet = addIp(network.ip, size) ?? network.ip;
   const lastSubnet = addIp(network.ip, cidrSize(network) - size) ?? network.ip;
-  return { network, subnetLen, subnetMin: bound(minField, firstSubnet), subnetMax: bound(maxField, lastSubnet) };
+  const subnetMin = bound(minField, firstSubnet);
+  const subnetMax = bound(maxField, lastSubnet);
+  if (subnetMin.value > subnetMax.value) {
+    throw configError(`${minField} ${formatIp(subnetMin)} is above ${maxField} ${formatIp(subnetMax)}: no subnet could ever be leased`);
+  }
+  return { network, subnetLen, subnetMin, subnetMax };
 }
 
 function configError(message: string): WeftError {

@@ -44,14 +44,13 @@ export async function startHealthServer(options: HealthServerOptions, signal: Ab
   const port = typeof addr === 'object' && addr ? addr.port : options.port;
   options.log.info({ host: options.host, port }, 'health server listening');
   const closed = new Promise<void>((resolve) => {
-    signal.addEventListener(
-      'abort',
-      () => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      },
-      { once: true },
-    );
+    const stop = (): void => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    };
+    // Told to stop while it was starting to listen: an aborted signal fires no more 'abort' events.
+    if (signal.aborted) stop();
+    else signal.addEventListener('abort', stop, { once: true });
   });
   return { port, closed };
 }

@@ -9,6 +9,7 @@ import { parseIp, formatIp } from '../ip/ip.js';
 
 /** The entry a route, neighbour or FDB notification carries, in the form the test expects. */
 function describe(c: NetlinkChange): string[] {
+  if (c.kind === 'unparsed') return [`unparsed ${c.type}`];
   const sign = c.deleted ? '-' : '+';
   if (c.kind === 'route' && c.entry) return [`route${sign} ${formatCidr(c.entry.dst)} ${c.entry.gateway ? formatIp(c.entry.gateway) : '-'} ${c.entry.type ?? ''} table ${c.entry.table}`];
   if (c.kind === 'neigh' && c.entry) return [`neigh${sign} ${formatIp(c.entry.ip)} ${c.entry.mac ?? '-'}`];
@@ -21,7 +22,7 @@ const out: Record<string, unknown> = {};
 const ctl = new AbortController();
 const changes: string[] = [];
 const watching = (async () => {
-  for await (const batch of nl.subscribe(ctl.signal)) for (const c of batch) changes.push(`${c.kind}${c.deleted ? '-' : '+'}`, ...describe(c));
+  for await (const batch of nl.subscribe(ctl.signal)) for (const c of batch) changes.push(c.kind === 'unparsed' ? 'unparsed' : `${c.kind}${c.deleted ? '-' : '+'}`, ...describe(c));
 })();
 await new Promise((r) => setTimeout(r, 100));
 

@@ -95,7 +95,9 @@ export type NetlinkChange =
   | { readonly kind: 'addr'; readonly index: number; readonly deleted: boolean }
   | { readonly kind: 'route'; readonly deleted: boolean; readonly entry?: RouteInfo }
   | { readonly kind: 'neigh'; readonly index: number; readonly deleted: boolean; readonly entry?: NeighbourChange }
-  | { readonly kind: 'fdb'; readonly index: number; readonly deleted: boolean; readonly entry?: FdbInfo };
+  | { readonly kind: 'fdb'; readonly index: number; readonly deleted: boolean; readonly entry?: FdbInfo }
+  /** A message of a subscribed kind that could not be read: anything may have changed. */
+  | { readonly kind: 'unparsed'; readonly type: number };
 
 /**
  * All methods act on the network namespace the process runs in. Mutations are idempotent where

@@ -197,8 +197,11 @@ export class RtNetlink implements Netlink {
       const msgs = await this.#sock.getRoute({ family: af(ip.family), dstLen: ip.family === 4 ? 32 : 128 }, { dst: ipBytes(ip) }, { timeout });
       const m = msgs[0];
       return m ? this.#route(m, ip.family) : undefined;
-    } catch {
-      return undefined;
+    } catch (err) {
+      // No route is an answer ("unreachable"); anything else is a failure to report.
+      const code = kernelError(err);
+      if (code === 'ENETUNREACH' || code === 'EHOSTUNREACH' || code === 'ESRCH') return undefined;
+      throw err;
     }
   }
 
@@ -313,7 +316,7 @@ export class RtNetlink implements Netlink {
           return undefined;
       }
     } catch {
-      return { kind: 'route', deleted: true };
+      return { kind: 'unparsed', type };
     }
   }
 

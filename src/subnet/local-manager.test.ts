@@ -16,7 +16,7 @@ import { type LeaseAttrs, type SubnetPair, formatSubnetPair } from '../lease/lea
 import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
 import { formatSubnetKey } from '../lease/subnet-key.js';
-import { isWeftError } from '../core/errors.js';
+import { ErrorCodes, WeftError, isWeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 
 const prefix = '/coreos.com/network';
@@ -280,4 +280,35 @@ test('malformed lease JSON and leases outside the network are skipped with one w
   assert.equal(about('198.18.200.0-24').length, 2, 'one warning per bad version of the key');
   assert.equal(about('203.0.113.0/24').length, 1);
   assert.equal(about('not-a-subnet').length, 1);
+});
+
+test('etcd unreachable while acquiring: the manager waits it out instead of failing', { timeout: 60_000 }, async (t) => {
+  const h = await harness(t);
+  await using proxy = await startTcpProxy({ host: '127.0.0.1', port: Number(new URL(h.etcd.endpoint).port) });
+  const log = recordingLogger();
+  const m = h.manager({ endpoint: `http://127.0.0.1:${proxy.port}`, log });
+  await m.getNetworkConfig(h.signal);
+  proxy.cut();
+  let settled = false;
+  const acquiring = m.acquireLease(attrsFor(31), h.signal).finally(() => (settled = true));
+  await waitUntil('the manager has met the outage', () => log.lines.some((l) => l.level === 'warn' || l.level === 'error'));
+  assert.equal(settled, false, 'still waiting, not failed');
+  proxy.restore();
+  const lease = await acquiring;
+  assert.ok(lease.subnet.ipv4);
+});
+
+test('a config the agent cannot use (a bad backend option) is waited on like a missing one, until it is fixed in etcd', { timeout: 60_000 }, async (t) => {
+  const h = await harness(t, '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","VNI":"x"}}');
+  const log = recordingLogger();
+  // The agent passes its backends' own checks; any check that throws WEFT_ERR_CONFIG behaves the same.
+  const checkConfig = (c: { backend: { options: Record<string, unknown> } }): void => {
+    const vni = c.backend.options['VNI'];
+    if (vni !== undefined && typeof vni !== 'number') throw new WeftError(ErrorCodes.CONFIG, 'Backend.VNI must be an integer');
+  };
+  const m = h.manager({ log, checkConfig });
+  const getting = m.getNetworkConfig(h.signal);
+  await waitUntil('the bad option is logged', () => log.lines.some((l) => l.level === 'warn' && /Backend\.VNI must be an integer/.test(String((l['err'] as { message?: string } | undefined)?.message))));
+  await h.etcd.admin.put(`${prefix}/config`, vxlanConfig, AbortSignal.timeout(5000));
+  assert.equal((await getting).backend.type, 'vxlan');
 });

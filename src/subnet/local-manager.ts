@@ -38,6 +38,11 @@ export interface LocalManagerOptions {
   readonly renewMarginMs?: number;
   readonly random?: () => number;
   readonly now?: () => number;
+  /**
+   * Further checks of a config, beyond flannel's (the agent's: its backend and the backend's
+   * options); a config that fails them is waited on like a missing one, since it is fixed in etcd.
+   */
+  readonly checkConfig?: (config: NetworkConfig) => void;
 }
 
 export class LocalManager implements SubnetManager {
@@ -49,6 +54,7 @@ export class LocalManager implements SubnetManager {
   readonly #random: () => number;
   readonly #now: () => number;
   readonly #warnedPeers = new Set<string>();
+  readonly #checkConfig: (config: NetworkConfig) => void;
   #config: NetworkConfig | undefined;
   #attrs: LeaseAttrs | undefined;
   #own: StoredLease | undefined;
@@ -65,6 +71,7 @@ export class LocalManager implements SubnetManager {
     this.#marginMs = options.renewMarginMs ?? defaultRenewMarginMs;
     this.#random = options.random ?? Math.random;
     this.#now = options.now ?? Date.now;
+    this.#checkConfig = options.checkConfig ?? (() => undefined);
   }
 
   /** The lease this manager holds now, if any. */
@@ -77,6 +84,7 @@ export class LocalManager implements SubnetManager {
     for (;;) {
       try {
         const config = parseNetworkConfig(await this.#registry.getNetworkConfig(signal), 'etcd');
+        this.#checkConfig(config);
         for (const warning of config.warnings) this.#log.warn({}, warning);
         this.#config = config;
         return config;
@@ -94,7 +102,7 @@ export class LocalManager implements SubnetManager {
 
   async acquireLease(attrs: LeaseAttrs, signal: AbortSignal): Promise<Lease> {
     const config = await this.getNetworkConfig(signal);
-    const own = await this.#acquire(config, attrs, this.#previous, signal);
+    const own = await this.#patiently('acquire a lease', () => this.#acquire(config, attrs, this.#previous, signal), signal);
     this.#attrs = attrs;
     this.#own = own;
     this.#reservation = own.ttlLease === '0';
@@ -171,7 +179,7 @@ export class LocalManager implements SubnetManager {
   }
 
   async previousAttrs(publicIp: IpAddr, signal: AbortSignal): Promise<LeaseAttrs | undefined> {
-    const snap = await this.#registry.getLeases({ signal });
+    const snap = await this.#patiently('read this node\'s earlier lease', () => this.#registry.getLeases({ signal }), signal);
     return snap.leases.find((l) => {
       const theirs = publicIpOf(l.attrs, publicIp.family);
       return theirs !== undefined && ipEquals(theirs, publicIp);
@@ -317,6 +325,28 @@ export class LocalManager implements SubnetManager {
     throw new WeftError(ErrorCodes.MAX_RETRIES, `max retries reached trying to acquire a subnet (${maxAcquireAttempts} attempts)`);
   }
 
+  /**
+   * Runs `op` until it succeeds, waiting out registry failures (unreachable, erroring, malformed
+   * answers) with backoff and one log line per new problem; other errors end it.
+   */
+  async #patiently<T>(what: string, op: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    const retry = new Backoff({ initialMs: 500, maxMs: 30_000, random: this.#random });
+    let lastProblem = '';
+    for (;;) {
+      try {
+        const result = await op();
+        if (lastProblem) this.#log.info({}, `etcd answered; went on to ${what}`);
+        return result;
+      } catch (err) {
+        if (signal.aborted || !isRegistryFailure(err)) throw err;
+        const problem = errorMessage(err);
+        if (problem !== lastProblem) this.#log.warn({ err }, `could not ${what}; retrying`);
+        lastProblem = problem;
+        await delay(retry.next(), signal);
+      }
+    }
+  }
+
   #acceptPeer(config: NetworkConfig, lease: StoredLease): boolean {
     const { ipv4, ipv6 } = lease.subnet;
     let problem: string | undefined;
@@ -347,4 +377,9 @@ function sameNode(config: NetworkConfig, a: LeaseAttrs, b: LeaseAttrs): boolean 
 
 function pairsOverlap(a: SubnetPair, b: SubnetPair): boolean {
   return (a.ipv4 !== undefined && b.ipv4 !== undefined && overlaps(a.ipv4, b.ipv4)) || (a.ipv6 !== undefined && b.ipv6 !== undefined && overlaps(a.ipv6, b.ipv6));
+}
+
+/** A failure of the registry rather than of the request: worth waiting out. */
+function isRegistryFailure(err: unknown): boolean {
+  return isWeftError(err, ErrorCodes.UNAVAILABLE) || isWeftError(err, ErrorCodes.ETCD) || isWeftError(err, ErrorCodes.PROTOCOL);
 }

@@ -65,3 +65,13 @@ test('network variables are lists for the CNI plugin, deduplicated after masking
   assert.equal(env.network, undefined, 'a list is no single network');
   assert.deepEqual(parseSubnetEnv('FLANNEL_NETWORK=198.18.0.0/16\n').networks.map(formatCidr), ['198.18.0.0/16']);
 });
+
+test('an MTU outside 68..65535 is no MTU: the CNI plugin refuses the file instead of handing bridge 1e20', () => {
+  for (const bad of ['99999999999999999999', '65536', '67', '0', '-1', '1500.5']) {
+    const env = parseSubnetEnv(`FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.1.1/24\nFLANNEL_MTU=${bad}\nFLANNEL_IPMASQ=true\n`);
+    assert.equal(env.mtu, undefined, bad);
+    assert.match(env.problems.join(), /FLANNEL_MTU is not an MTU from 68 to 65535/);
+  }
+  assert.equal(parseSubnetEnv('FLANNEL_MTU=68\n').mtu, 68);
+  assert.equal(parseSubnetEnv('FLANNEL_MTU=65535\n').mtu, 65535);
+});

@@ -134,8 +134,9 @@ export function parseSubnetEnv(text: string): ParsedSubnetEnv {
   if (ipv6Subnet) env.ipv6Subnet = ipv6Subnet;
   const mtu = vars.get('FLANNEL_MTU');
   if (mtu !== undefined) {
-    if (/^[0-9]+$/.test(mtu)) env.mtu = Number(mtu);
-    else problems.push(`FLANNEL_MTU is not a number: ${mtu}`);
+    // 68 is IPv4's minimum link MTU; 65535 the largest any link has.
+    if (/^[0-9]{1,5}$/.test(mtu) && Number(mtu) >= 68 && Number(mtu) <= 65535) env.mtu = Number(mtu);
+    else problems.push(`FLANNEL_MTU is not an MTU from 68 to 65535: ${mtu}`);
   }
   const masq = vars.get('FLANNEL_IPMASQ');
   if (masq !== undefined) {

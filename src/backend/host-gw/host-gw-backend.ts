@@ -13,6 +13,8 @@ import { programFamilies } from '../lease-program.js';
 import { Reconciler, inClusterScope } from '../reconciler.js';
 
 export const hostGwBackend: BackendFactory = {
+  /** host-gw has no options besides Type. */
+  checkOptions() {},
   async create(_config, deps) {
     const ext = deps.extIface;
     const connected = new Map<Family, Cidr[]>();

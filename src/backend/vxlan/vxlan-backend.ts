@@ -26,6 +26,9 @@ import { VxlanDevice } from './vxlan-device.js';
 const overhead = { 4: 50, 6: 70 } as const;
 
 export const vxlanBackend: BackendFactory = {
+  checkOptions(config) {
+    parseVxlanConfig(config.backend.options);
+  },
   async create(config, deps) {
     const vx = parseVxlanConfig(config.backend.options);
     const network = new VxlanNetwork(vx, deps);

@@ -5,6 +5,10 @@ import { EtcdGateway, loadEtcdTls, prefixRangeEnd } from './etcd-gateway.js';
 import { startEtcd, freePort } from '../../testing/etcd-server.js';
 import { makeTestCa } from '../../testing/test-ca.js';
 import { isWeftError } from '../../core/errors.js';
+import { type ServerResponse, createServer } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { recordingLogger } from '../../testing/recording-logger.js';
+import { startTcpProxy } from '../../testing/tcp-proxy.js';
 
 const t5 = () => AbortSignal.timeout(5000);
 
@@ -109,4 +113,83 @@ test('a large prefix is read in pages at one revision', { timeout: 60_000 }, asy
   assert.equal(res.kvs.length, 1200);
   assert.deepEqual(res.kvs.map((kv) => Number(kv.value)), Array.from({ length: 1200 }, (_, i) => i));
   assert.ok(res.revision > 0);
+});
+
+/** A server on 127.0.0.1 that accepts connections and never answers, or answers every request with `respond`. */
+async function fakeEndpoint(t: { after(fn: () => Promise<void> | void): void }, respond?: (res: ServerResponse) => void): Promise<string> {
+  const sockets = new Set<Socket>();
+  const server = createServer((_req, res) => respond?.(res));
+  server.on('connection', (s) => sockets.add(s));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+test('an endpoint that accepts and never answers is left after the request deadline, and named', { timeout: 60_000 }, async (t) => {
+  await using etcd = await startEtcd();
+  const hung = await fakeEndpoint(t);
+  const log = recordingLogger();
+  const gw = new EtcdGateway({ endpoints: [hung, etcd.endpoint], requestTimeoutMs: 300, log });
+  t.after(() => gw.close());
+  await gw.put('/hung', 'x', t5());
+  assert.equal((await gw.range('/hung', { signal: t5() })).kvs[0]?.value, 'x', 'served by the healthy endpoint');
+  const warnings = log.lines.filter((l) => l.level === 'warn');
+  assert.equal(warnings.length, 1, 'one line for the hung endpoint, not one per request');
+  assert.equal(warnings[0]?.['endpoint'], hung);
+  const alone = new EtcdGateway({ endpoints: [hung], requestTimeoutMs: 300 });
+  t.after(() => alone.close());
+  await assert.rejects(alone.range('/hung', { signal: t5() }), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE') && err.message.includes(`${hung} did not answer /v3/kv/range within 300 ms`));
+});
+
+test('an HTML 502 (a proxy in front of etcd) is a failing endpoint, also while authenticating: no raw JSON error', { timeout: 60_000 }, async (t) => {
+  const html = await fakeEndpoint(t, (res) => {
+    res.writeHead(502, { 'content-type': 'text/html' });
+    res.end('<html><body>502 Bad Gateway</body></html>');
+  });
+  const gw = new EtcdGateway({ endpoints: [html], username: 'root', password: 'pw', requestTimeoutMs: 1000 });
+  t.after(() => gw.close());
+  await assert.rejects(gw.range('/x', { signal: t5() }), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE') && err.message.includes(`${html} answered /v3/auth/authenticate with HTTP 502`));
+  await using etcd = await startEtcd();
+  const both = new EtcdGateway({ endpoints: [html, etcd.endpoint], requestTimeoutMs: 1000 });
+  t.after(() => both.close());
+  await both.put('/behind-proxy', 'y', t5());
+});
+
+test('an outage is logged once when it begins, with the endpoint and reason, and once when it ends, with its length', { timeout: 60_000 }, async (t) => {
+  await using etcd = await startEtcd();
+  await using proxy = await startTcpProxy({ host: '127.0.0.1', port: Number(new URL(etcd.endpoint).port) });
+  const log = recordingLogger();
+  const gw = new EtcdGateway({ endpoints: [`http://127.0.0.1:${proxy.port}`], requestTimeoutMs: 300, log });
+  t.after(() => gw.close());
+  await gw.put('/outage', 'x', t5());
+  proxy.cut();
+  for (let i = 0; i < 3; i++) await assert.rejects(gw.range('/outage', { signal: t5() }), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
+  proxy.restore();
+  await gw.range('/outage', { signal: t5() });
+  const lost = log.lines.filter((l) => l.msg === 'lost contact with etcd; retrying');
+  const back = log.lines.filter((l) => l.msg === 'etcd is reachable again');
+  assert.equal(lost.length, 1);
+  assert.deepEqual(lost[0]?.['endpoints'], [`http://127.0.0.1:${proxy.port}`]);
+  assert.equal(back.length, 1);
+  assert.equal(typeof back[0]?.['downMs'], 'number');
+});
+
+test('an answer over 16 MiB is refused, not read into memory', { timeout: 60_000 }, async (t) => {
+  const huge = await fakeEndpoint(t, (res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    const chunk = Buffer.alloc(2 ** 20, 0x20);
+    let sent = 0;
+    const more = (): void => {
+      while (sent < 40 && res.write(chunk)) sent++;
+      if (sent < 40) res.once('drain', more);
+      else res.end();
+    };
+    more();
+  });
+  const gw = new EtcdGateway({ endpoints: [huge], requestTimeoutMs: 10_000 });
+  t.after(() => gw.close());
+  await assert.rejects(gw.range('/x', { signal: AbortSignal.timeout(20_000) }), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE') && /over 16777216 bytes/.test(err.message));
 });

@@ -13,8 +13,11 @@
  * - Unary requests share a bounded pool of keep-alive sockets, so a burst of writes queues in the
  *   client instead of opening thousands of connections; each watch holds a socket of its own from
  *   a separate pool, so long-lived watches never starve requests.
- * - Endpoints fail over in order: a request that cannot connect (or gets `unavailable`) moves to
- *   the next endpoint and sticks there while it works.
+ * - Endpoints fail over in order: a request that cannot connect, gets no answer within its
+ *   deadline (a hung endpoint), or gets `unavailable` or a 5xx that is not etcd's moves to the next
+ *   endpoint and sticks there while it works. Each endpoint's failure is logged once until it
+ *   answers again; an outage (no endpoint answering) once when it begins and once when it ends.
+ * - Answers are bounded (16 MiB); errors name the endpoint.
  * - int64 fields arrive as decimal strings; revisions become numbers (they stay far below 2^53),
  *   lease IDs stay strings because they use all 64 bits.
  * - With a username, a token from `/v3/auth/authenticate` goes in `Authorization`; a rejected
@@ -23,7 +26,7 @@
 import type * as Http from 'node:http';
 import type * as Https from 'node:https';
 import { readFile } from 'node:fs/promises';
-import { ErrorCodes, WeftError, isAbortError } from '../../core/errors.js';
+import { ErrorCodes, WeftError, errorMessage, isAbortError, isWeftError } from '../../core/errors.js';
 import { abortReason } from '../../core/abort.js';
 import { type Logger, silentLogger } from '../../core/log.js';
 
@@ -127,6 +130,10 @@ export class EtcdGateway {
   #current = 0;
   #token: string | undefined;
   #closed = false;
+  /** Endpoints that failed and have not answered since (their failure was logged). */
+  readonly #down = new Set<string>();
+  /** When the current outage (no endpoint answering) began. */
+  #lostAt: number | undefined;
 
   constructor(options: EtcdClientOptions) {
     if (options.endpoints.length === 0) throw new WeftError(ErrorCodes.CONFIG, 'no etcd endpoints given');
@@ -238,7 +245,7 @@ export class EtcdGateway {
   async *watch(key: string, options: { prefix?: boolean; startRevision: number; signal: AbortSignal }): AsyncGenerator<WatchBatch> {
     const create: Record<string, unknown> = { key: b64(key), start_revision: String(options.startRevision) };
     if (options.prefix) create['range_end'] = b64(prefixRangeEnd(key));
-    const res = await this.#open('/v3/watch', { create_request: create }, options.signal, { stream: true });
+    const res = await this.#open('/v3/watch', { create_request: create }, options.signal);
     try {
       for await (const msg of jsonStream(res)) {
         const obj = asObject(msg);
@@ -275,110 +282,132 @@ export class EtcdGateway {
     for (const agent of [...this.#httpAgents, ...(this.#httpsAgents ?? [])]) agent.destroy();
   }
 
-  async #unary(path: string, body: unknown, signal: AbortSignal): Promise<unknown> {
-    const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]);
-    const res = await this.#open(path, body, deadline);
-    const text = await readBody(res, deadline);
-    try {
-      return JSON.parse(text);
-    } catch (err) {
-      throw new WeftError(ErrorCodes.ETCD, `etcd answered ${path} with invalid JSON: ${text.slice(0, 200)}`, { cause: err });
-    }
+  async #unary(path: string, body: unknown, signal: AbortSignal, how: { noAuth?: boolean } = {}): Promise<unknown> {
+    return this.#failover(path, body, signal, how, async (res, endpoint, deadline) => {
+      const text = await readBody(res, deadline, endpoint);
+      try {
+        return JSON.parse(text);
+      } catch (err) {
+        throw new WeftError(ErrorCodes.PROTOCOL, `etcd at ${endpoint.origin} answered ${path} with invalid JSON: ${text.slice(0, 200)}`, { cause: err });
+      }
+    });
   }
 
-  /** POSTs to the current endpoint, failing over; resolves with a 200 response, body unread. */
-  async #open(path: string, body: unknown, signal: AbortSignal, how: { stream?: boolean; reauthed?: boolean } = {}): Promise<Http.IncomingMessage> {
+  /** POSTs a streaming request (a watch); resolves with the 200 response once its headers arrive. */
+  #open(path: string, body: unknown, signal: AbortSignal): Promise<Http.IncomingMessage> {
+    return this.#failover(path, body, signal, { stream: true }, async (res) => res);
+  }
+
+  /**
+   * Sends the request to the current endpoint and, when it cannot be reached, does not answer
+   * within the request deadline, or answers as an unavailable or unhealthy server does (gRPC
+   * `unavailable`, an HTTP 5xx that is not etcd's JSON, e.g. a proxy's HTML page), to the next one,
+   * each once. `use` reads the 200 response within the same deadline (for a stream, the deadline
+   * ends once the headers are in). Sticks to the endpoint that answered.
+   */
+  async #failover<T>(
+    path: string,
+    body: unknown,
+    signal: AbortSignal,
+    how: { stream?: boolean; noAuth?: boolean },
+    use: (res: Http.IncomingMessage, endpoint: URL, deadline: AbortSignal) => Promise<T>,
+  ): Promise<T> {
     if (this.#closed) throw new WeftError(ErrorCodes.UNAVAILABLE, 'etcd client is closed');
-    if (this.#credentials && this.#token === undefined) await this.#authenticate(signal);
+    if (this.#credentials && !how.noAuth && this.#token === undefined) await this.#authenticate(signal);
     const payload = JSON.stringify(body);
+    const failures: string[] = [];
     let lastError: unknown;
+    let reauthed = false;
     for (let tried = 0; tried < this.#endpoints.length; tried++) {
       const index = (this.#current + tried) % this.#endpoints.length;
       const endpoint = this.#endpoints[index]!;
-      let res: Http.IncomingMessage;
+      const timer = new AbortController();
+      const timeout = setTimeout(
+        () => timer.abort(new WeftError(ErrorCodes.UNAVAILABLE, `etcd at ${endpoint.origin} did not answer ${path} within ${this.#timeoutMs} ms`)),
+        this.#timeoutMs,
+      );
+      const deadline = AbortSignal.any([signal, timer.signal]);
       try {
-        res = await this.#post(endpoint, path, payload, signal, how.stream === true);
-      } catch (err) {
-        if (signal.aborted) throw abortReason(signal);
-        lastError = err;
-        this.#log.warn({ endpoint: endpoint.origin, err }, 'etcd endpoint unreachable, trying the next one');
-        continue;
-      }
-      if (res.statusCode === 200) {
+        const res = await this.#post(endpoint, path, payload, deadline, how.stream === true, how.noAuth === true);
+        if (res.statusCode !== 200) throw await answerError(res, path, endpoint, deadline);
+        if (how.stream) clearTimeout(timeout);
+        const result = await use(res, endpoint, deadline);
+        this.#reached(endpoint);
         this.#current = index;
-        return res;
-      }
-      const text = await readBody(res, signal);
-      let err: WeftError;
-      try {
-        err = etcdError(asObject(JSON.parse(text)), res.statusCode);
-      } catch {
-        err = new WeftError(ErrorCodes.ETCD, `etcd answered ${path} with HTTP ${res.statusCode}: ${text.slice(0, 200)}`);
-      }
-      const code = grpcCode(err);
-      if (code === 16 && this.#credentials && !how.reauthed) {
-        this.#token = undefined;
-        return this.#open(path, body, signal, { ...how, reauthed: true });
-      }
-      if (code === 14) {
+        return result;
+      } catch (caught) {
+        if (signal.aborted) throw abortReason(signal);
+        const err = timer.signal.aborted ? (timer.signal.reason as unknown) : caught;
+        if (grpcCode(err) === 16 && this.#credentials && !how.noAuth && !reauthed) {
+          // The token expired or etcd restarted: authenticate again and retry this endpoint once.
+          reauthed = true;
+          this.#token = undefined;
+          await this.#authenticate(signal);
+          tried--;
+          continue;
+        }
+        if (!isEndpointFailure(err)) {
+          this.#current = index;
+          throw err;
+        }
         lastError = err;
-        continue;
+        failures.push(errorMessage(err));
+        this.#failed(endpoint, err);
+      } finally {
+        clearTimeout(timeout);
       }
-      this.#current = index;
-      throw err;
     }
-    throw new WeftError(
-      ErrorCodes.UNAVAILABLE,
-      `no etcd endpoint reachable (${this.#endpoints.map((e) => e.origin).join(', ')}): ${lastError instanceof Error ? lastError.message : String(lastError)}`,
-      { cause: lastError },
-    );
+    const err = new WeftError(ErrorCodes.UNAVAILABLE, `no etcd endpoint answered ${path}: ${failures.join('; ')}`, { cause: lastError });
+    this.#lost(err);
+    throw err;
   }
 
-  #post(endpoint: URL, path: string, payload: string, signal: AbortSignal, stream = false): Promise<Http.IncomingMessage> {
+  #post(endpoint: URL, path: string, payload: string, signal: AbortSignal, stream: boolean, noAuth: boolean): Promise<Http.IncomingMessage> {
     const pool = stream ? 1 : 0;
     const headers: Record<string, string | number> = {
       'content-type': 'application/json',
       'content-length': Buffer.byteLength(payload),
     };
-    if (this.#token !== undefined) headers['authorization'] = this.#token;
+    if (this.#token !== undefined && !noAuth) headers['authorization'] = this.#token;
     return new Promise((resolve, reject) => {
       const options = { method: 'POST', headers, signal };
       const req =
         endpoint.protocol === 'https:' && this.#https && this.#httpsAgents
           ? this.#https.request(new URL(path, endpoint), { ...options, agent: this.#httpsAgents[pool] }, resolve)
           : this.#http.request(new URL(path, endpoint), { ...options, agent: this.#httpAgents[pool] }, resolve);
-      req.on('error', reject);
+      req.on('error', (err) => reject(signal.aborted ? err : new WeftError(ErrorCodes.UNAVAILABLE, `etcd at ${endpoint.origin} unreachable: ${err.message}`, { cause: err })));
       req.end(payload);
     });
   }
 
   async #authenticate(signal: AbortSignal): Promise<void> {
-    const res = asObject(await this.#unaryNoAuth('/v3/auth/authenticate', this.#credentials, signal));
+    const res = asObject(await this.#unary('/v3/auth/authenticate', this.#credentials, signal, { noAuth: true }));
     const token = res['token'];
     if (typeof token !== 'string' || token === '') throw protocolError('authenticate returned no token', res);
     this.#token = token;
   }
 
-  async #unaryNoAuth(path: string, body: unknown, signal: AbortSignal): Promise<unknown> {
-    const payload = JSON.stringify(body);
-    let lastError: unknown;
-    for (let tried = 0; tried < this.#endpoints.length; tried++) {
-      const endpoint = this.#endpoints[(this.#current + tried) % this.#endpoints.length]!;
-      const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]);
-      let res: Http.IncomingMessage;
-      try {
-        res = await this.#post(endpoint, path, payload, deadline);
-      } catch (err) {
-        if (signal.aborted) throw abortReason(signal);
-        lastError = err;
-        continue;
-      }
-      const text = await readBody(res, deadline);
-      const parsed = asObject(JSON.parse(text));
-      if (res.statusCode !== 200) throw etcdError(parsed, res.statusCode);
-      return parsed;
+  /** An endpoint answered: the end of an outage, if there was one, is logged once, with its length. */
+  #reached(endpoint: URL): void {
+    this.#down.delete(endpoint.origin);
+    if (this.#lostAt !== undefined) {
+      this.#log.info({ endpoint: endpoint.origin, downMs: Date.now() - this.#lostAt }, 'etcd is reachable again');
+      this.#lostAt = undefined;
     }
-    throw new WeftError(ErrorCodes.UNAVAILABLE, `no etcd endpoint reachable to authenticate`, { cause: lastError });
+  }
+
+  /** An endpoint failed: logged once until it answers again, not on every request. */
+  #failed(endpoint: URL, err: unknown): void {
+    if (this.#down.has(endpoint.origin)) return;
+    this.#down.add(endpoint.origin);
+    if (this.#endpoints.length > 1) this.#log.warn({ endpoint: endpoint.origin, reason: errorMessage(err) }, 'etcd endpoint failed; trying the next one');
+  }
+
+  /** No endpoint answered: logged once per outage. */
+  #lost(err: WeftError): void {
+    if (this.#lostAt !== undefined) return;
+    this.#lostAt = Date.now();
+    this.#log.error({ endpoints: this.#endpoints.map((e) => e.origin), reason: err.message }, 'lost contact with etcd; retrying');
   }
 }
 
@@ -436,15 +465,47 @@ function protocolError(what: string, got: unknown): WeftError {
   return new WeftError(ErrorCodes.ETCD, `unexpected answer from etcd: ${what}: ${JSON.stringify(got)?.slice(0, 200)}`);
 }
 
-async function readBody(res: Http.IncomingMessage, signal: AbortSignal): Promise<string> {
+/** The largest answer read from etcd: a page of 500 leases is about 150 kB. */
+const maxBodyBytes = 16 * 2 ** 20;
+
+async function readBody(res: Http.IncomingMessage, signal: AbortSignal, endpoint: URL): Promise<string> {
   const chunks: Buffer[] = [];
+  let size = 0;
   try {
-    for await (const chunk of res) chunks.push(chunk as Buffer);
+    for await (const chunk of res) {
+      size += (chunk as Buffer).length;
+      if (size > maxBodyBytes) {
+        res.destroy();
+        throw new WeftError(ErrorCodes.PROTOCOL, `etcd at ${endpoint.origin} sent an answer over ${maxBodyBytes} bytes`);
+      }
+      chunks.push(chunk as Buffer);
+    }
   } catch (err) {
+    if (err instanceof WeftError) throw err;
     if (signal.aborted || isAbortError(err)) throw abortReason(signal);
-    throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd response broke off: ${(err as Error).message}`, { cause: err });
+    throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd at ${endpoint.origin}: the answer broke off: ${(err as Error).message}`, { cause: err });
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * The error for a non-200 answer: etcd's own JSON error (with its gRPC code), or, for anything
+ * else (a proxy's HTML page, say), WEFT_ERR_UNAVAILABLE for a 5xx and WEFT_ERR_ETCD otherwise.
+ */
+async function answerError(res: Http.IncomingMessage, path: string, endpoint: URL, signal: AbortSignal): Promise<WeftError> {
+  const text = await readBody(res, signal, endpoint);
+  const status = res.statusCode ?? 0;
+  try {
+    return etcdError(asObject(JSON.parse(text)), status);
+  } catch {
+    const code = status >= 500 ? ErrorCodes.UNAVAILABLE : ErrorCodes.ETCD;
+    return new WeftError(code, `etcd at ${endpoint.origin} answered ${path} with HTTP ${status}: ${text.slice(0, 200)}`);
+  }
+}
+
+/** Failures that say nothing about the request, only about the endpoint: try the next one. */
+function isEndpointFailure(err: unknown): boolean {
+  return isWeftError(err, ErrorCodes.UNAVAILABLE) || isWeftError(err, ErrorCodes.PROTOCOL) || grpcCode(err) === 14;
 }
 
 /** The gateway streams one JSON object per line. */
@@ -453,6 +514,7 @@ async function* jsonStream(res: Http.IncomingMessage): AsyncGenerator<unknown> {
   res.setEncoding('utf8');
   for await (const chunk of res) {
     buffered += chunk as string;
+    if (buffered.length > maxBodyBytes) throw new WeftError(ErrorCodes.PROTOCOL, `etcd sent a watch message over ${maxBodyBytes} bytes`);
     let nl: number;
     while ((nl = buffered.indexOf('\n')) >= 0) {
       const line = buffered.slice(0, nl).trim();

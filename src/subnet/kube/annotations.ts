@@ -8,8 +8,6 @@ import { type Cidr, tryParseCidr } from '../../ip/cidr.js';
 import { formatIp, parseIpv4, tryParseIp } from '../../ip/ip.js';
 import type { Lease, LeaseAttrs, SubnetPair } from '../../lease/lease.js';
 
-export const defaultAnnotationPrefix = 'flannel.alpha.coreos.com';
-
 /** `flannel.alpha.coreos.com` → `flannel.alpha.coreos.com/`; `example.com/foo` → `example.com/foo-`. */
 export function normalizePrefix(prefix: string): string {
   const slashes = prefix.split('/').length - 1;

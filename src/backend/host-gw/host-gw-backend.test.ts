@@ -1,0 +1,57 @@
+/** The host-gw backend's decisions against an in-memory kernel. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { isWeftError } from '../../core/errors.js';
+import { parseNetworkConfig } from '../../config/network-config.js';
+import { parseCidr } from '../../ip/cidr.js';
+import { parseIp } from '../../ip/ip.js';
+import type { Lease } from '../../lease/lease.js';
+import { FakeNetlink } from '../../testing/fake-netlink.js';
+import { leaseFeed } from '../../testing/lease-feed.js';
+import { recordingLogger } from '../../testing/recording-logger.js';
+import { waitUntil } from '../../testing/wait.js';
+import type { ExternalInterface } from '../external-interface.js';
+import { familyPlanes } from '../family-plane.js';
+import { hostGwBackend } from './host-gw-backend.js';
+
+const config = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"host-gw"}}');
+const ext: ExternalInterface = {
+  index: 2, name: 'eth0', mtu: 1500,
+  ifaceAddr: parseIp('203.0.113.1'), publicIp: parseIp('203.0.113.1'), ifaceAddr6: parseIp('2001:db8:113::1'), publicIpv6: parseIp('2001:db8:113::1'),
+};
+const peer = (n: number, publicIp = `203.0.113.${n}`): Lease => ({
+  subnet: { ipv4: parseCidr(`198.18.${n}.0/24`), ipv6: parseCidr(`2001:db8:1800:${n}::/64`) },
+  attrs: { publicIp: parseIp(publicIp), publicIpv6: parseIp(`2001:db8:113::${n}`), backendType: 'host-gw' },
+});
+
+function kernel(): FakeNetlink {
+  const nl = new FakeNetlink();
+  nl.addrs.push({ index: 2, ip: parseIp('203.0.113.1'), prefix: 24, scope: 0, permanent: true, deprecated: false, temporary: false });
+  nl.addrs.push({ index: 2, ip: parseIp('2001:db8:113::1'), prefix: 64, scope: 0, permanent: true, deprecated: false, temporary: false });
+  return nl;
+}
+
+test('routes to each family\'s subnet via the peer\'s address of that family; a peer off the L2 segment is refused for that family', async (t) => {
+  const nl = kernel();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const net = await hostGwBackend.create(config, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(config, ext) }, ctl.signal);
+  assert.equal(net.mtu, 1500);
+  await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, ctl.signal);
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  feed.push([{ type: 'added', lease: peer(2) }, { type: 'added', lease: peer(3, '198.51.100.3') }]);
+  await waitUntil('peer 2 in both families, peer 3 over IPv6 only', () => nl.routeTable.size === 3);
+  assert.equal(nl.routeTable.get('198.18.2.0/24')?.gateway?.value, parseIp('203.0.113.2').value);
+  assert.equal(nl.routeTable.get('2001:db8:1800:2::/64')?.gateway?.value, parseIp('2001:db8:113::2').value);
+  assert.ok(nl.routeTable.has('2001:db8:1800:3::/64') && !nl.routeTable.has('198.18.3.0/24'));
+});
+
+test('a public address that is not the interface\'s (NAT) is refused at start, as flannel does', async () => {
+  const natted = { ...ext, publicIpv6: parseIp('2001:db8:113::99') };
+  await assert.rejects(
+    hostGwBackend.create(config, { netlink: kernel(), log: recordingLogger(), extIface: natted, planes: familyPlanes(config, natted) }, AbortSignal.timeout(1000)),
+    (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /your PublicIP differs from interface IP/.test(err.message),
+  );
+});

@@ -1,0 +1,81 @@
+/** The vxlan backend's decisions against an in-memory kernel: both families, refusals, MAC reuse. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseNetworkConfig } from '../../config/network-config.js';
+import { parseCidr } from '../../ip/cidr.js';
+import { parseIp } from '../../ip/ip.js';
+import type { Lease, LeaseAttrs } from '../../lease/lease.js';
+import { FakeNetlink } from '../../testing/fake-netlink.js';
+import { leaseFeed } from '../../testing/lease-feed.js';
+import { recordingLogger } from '../../testing/recording-logger.js';
+import { waitUntil } from '../../testing/wait.js';
+import type { ExternalInterface } from '../external-interface.js';
+import { familyPlanes } from '../family-plane.js';
+import { vxlanBackend } from './vxlan-backend.js';
+
+const config = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}');
+const ext: ExternalInterface = {
+  index: 2, name: 'eth0', mtu: 1500,
+  ifaceAddr: parseIp('203.0.113.1'), publicIp: parseIp('203.0.113.1'), ifaceAddr6: parseIp('2001:db8:113::1'), publicIpv6: parseIp('2001:db8:113::1'),
+};
+const data = (mac: string): string => `{"VNI":1,"VtepMAC":"${mac}"}`;
+const peer = (n: number, attrs: Partial<LeaseAttrs> = {}): Lease => ({
+  subnet: { ipv4: parseCidr(`198.18.${n}.0/24`), ipv6: parseCidr(`2001:db8:1800:${n}::/64`) },
+  attrs: {
+    publicIp: parseIp(`203.0.113.${n}`), publicIpv6: parseIp(`2001:db8:113::${n}`), backendType: 'vxlan',
+    backendData: data(`0e:00:00:00:04:0${n}`), backendV6Data: data(`0e:00:00:00:06:0${n}`), ...attrs,
+  },
+});
+
+type TestContext = { after(fn: () => Promise<void> | void): void };
+
+async function network(t: TestContext, previous?: LeaseAttrs) {
+  const nl = new FakeNetlink();
+  nl.addrs.push({ index: 2, ip: parseIp('203.0.113.1'), prefix: 24, scope: 0, permanent: true, deprecated: false, temporary: false });
+  nl.addrs.push({ index: 2, ip: parseIp('2001:db8:113::1'), prefix: 64, scope: 0, permanent: true, deprecated: false, temporary: false });
+  const log = recordingLogger();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const net = await vxlanBackend.create(config, { netlink: nl, log, extIface: ext, planes: familyPlanes(config, ext), ...(previous ? { previous } : {}) }, ctl.signal);
+  return { nl, log, net, ctl };
+}
+
+test('one device per family, each with its own MAC in BackendData / BackendV6Data, bound to its own underlay address', async (t) => {
+  const { nl, net } = await network(t);
+  const v4 = await nl.linkByName('flannel.1');
+  const v6 = await nl.linkByName('flannel-v6.1');
+  assert.equal(v4?.vxlan?.local?.value, parseIp('203.0.113.1').value);
+  assert.equal(v6?.vxlan?.local?.value, parseIp('2001:db8:113::1').value);
+  assert.equal(net.attrs.backendData, data(v4!.mac!));
+  assert.equal(net.attrs.backendV6Data, data(v6!.mac!));
+  assert.equal(net.attrs.publicIpv6?.value, parseIp('2001:db8:113::1').value);
+  assert.deepEqual([v4!.mtu, v6!.mtu, net.mtu], [1450, 1430, 1430]);
+  await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, AbortSignal.timeout(1000));
+  assert.deepEqual((await nl.addresses({ index: v6!.index })).map((a) => `${a.prefix}`), ['128']);
+  assert.deepEqual((await nl.addresses({ index: v4!.index })).map((a) => `${a.prefix}`), ['32']);
+});
+
+test('the MACs this node published before are reused for new devices, per family', async (t) => {
+  const { nl } = await network(t, { publicIp: parseIp('203.0.113.1'), backendData: data('0e:aa:00:00:00:04'), backendV6Data: data('0e:aa:00:00:00:06') });
+  assert.equal((await nl.linkByName('flannel.1'))?.mac, '0e:aa:00:00:00:04');
+  assert.equal((await nl.linkByName('flannel-v6.1'))?.mac, '0e:aa:00:00:00:06');
+});
+
+test('a dual-stack peer is programmed on both devices; a bad IPv6 side (multicast VtepMAC) leaves only IPv4', async (t) => {
+  const { nl, net, ctl } = await network(t);
+  await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, ctl.signal);
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  feed.push([
+    { type: 'added', lease: peer(2) },
+    { type: 'added', lease: peer(3, { backendV6Data: data('01:00:5e:00:00:01') }) },
+  ]);
+  const v6 = (await nl.linkByName('flannel-v6.1'))!.index;
+  await waitUntil('peer 2 on both devices, peer 3 on IPv4', () => nl.routeTable.size === 3);
+  assert.ok(nl.routeTable.has('2001:db8:1800:2::/64') && !nl.routeTable.has('2001:db8:1800:3::/64'));
+  assert.equal(nl.routeTable.get('2001:db8:1800:2::/64')?.index, v6);
+  assert.equal(nl.fdbTable.get(`${v6} 0e:00:00:00:06:02`)?.dst?.value, parseIp('2001:db8:113::2').value);
+  assert.equal(nl.neighTable.get(`${v6} 2001:db8:1800:2::`)?.mac, '0e:00:00:00:06:02');
+  assert.ok(![...nl.fdbTable.keys()].some((k) => k.includes('01:00:5e')), 'no FDB entry for a multicast MAC');
+});

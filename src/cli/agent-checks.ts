@@ -1,0 +1,26 @@
+/**
+ * Flag values the agent refuses before it starts anything, each named with the value given: a
+ * wrong flag is the operator's to fix, and exits with code 2 (docs/errors.md).
+ */
+import { tryParseIp } from '../ip/ip.js';
+import type { FlagValues } from './flags.js';
+import type { agentFlags } from './options.js';
+
+type AgentFlags = FlagValues<typeof agentFlags>;
+
+export function agentFlagProblem(flags: AgentFlags): string | undefined {
+  const margin = flags['subnet-lease-renew-margin'];
+  if (margin < 1 || margin > 1439) return `Invalid subnet-lease-renew-margin option, out of acceptable range (1-1439 minutes): ${margin}`;
+  // flanneld loops without pause on 0, re-reading its rules as fast as the CPU allows.
+  if (flags['iptables-resync'] < 1) return `--iptables-resync must be at least 1 (seconds): ${flags['iptables-resync']}`;
+  if (flags['registry-check-interval'] < 1) return `--registry-check-interval must be at least 1 (seconds): ${flags['registry-check-interval']}`;
+  const port = flags['healthz-port'];
+  if (port < 0 || port > 65535) return `--healthz-port must be a port from 0 (off) to 65535: ${port}`;
+  if (port > 0 && !tryParseIp(flags['healthz-ip'])) return `--healthz-ip must be an IP address to listen on: ${JSON.stringify(flags['healthz-ip'])}`;
+  for (const [flag, family] of [['public-ip', 4], ['public-ipv6', 6]] as const) {
+    const value = flags[flag];
+    if (value !== '' && tryParseIp(value)?.family !== family) return `--${flag} must be an IPv${family} address: ${JSON.stringify(value)}`;
+  }
+  if (flags['ip-blackhole-route']) return '--ip-blackhole-route is not available in this version of weft';
+  return undefined;
+}

@@ -1,0 +1,135 @@
+/**
+ * The plugin's own decisions, with small shell scripts as delegates: broken results, hung
+ * delegates (killed with their children), GC without its list, CHECK against the saved config,
+ * oversized input. The real bridge and host-local plugins are in flannel-cni.netns.test.ts.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { waitUntil } from '../testing/wait.js';
+import { runCni } from './flannel-cni.js';
+
+const weft = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
+const subnetEnv = 'FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.7.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n';
+
+type TestContext = { after(fn: () => Promise<void> | void): void };
+
+async function setup(t: TestContext, delegate: string) {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-cni-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const bin = join(dir, 'bin');
+  await mkdir(bin);
+  await writeFile(join(bin, 'bridge'), `#!/bin/sh\n${delegate}\n`);
+  await chmod(join(bin, 'bridge'), 0o755);
+  await writeFile(join(dir, 'subnet.env'), subnetEnv);
+  const conf = (version = '1.1.0', extra: Record<string, unknown> = {}) =>
+    JSON.stringify({ cniVersion: version, name: 'cbr0', type: 'flannel', subnetFile: join(dir, 'subnet.env'), dataDir: join(dir, 'state'), ...extra });
+  const env = (command: string, more: Record<string, string> = {}) => ({
+    CNI_COMMAND: command, CNI_CONTAINERID: 'ctr1', CNI_NETNS: '/var/run/netns/none', CNI_IFNAME: 'eth0', CNI_PATH: bin, ...more,
+  });
+  const run = async (e: Record<string, string>, stdin: string, signal?: AbortSignal) => {
+    let stdout = '';
+    const code = await runCni(e, { stdin: async () => stdin, stdout: (s) => (stdout += s), stderr: () => undefined, ...(signal ? { signal } : {}) });
+    return { code, out: stdout ? (JSON.parse(stdout) as { code?: number; msg?: string }) : {} };
+  };
+  return { dir, conf, env, run };
+}
+
+test('a delegate that prints garbage and exits 0 is an error, not a success', async (t) => {
+  const { conf, env, run } = await setup(t, 'cat >/dev/null; echo "this is not JSON"');
+  const r = await run(env('ADD'), conf());
+  assert.equal(r.code, 1);
+  assert.equal(r.out.code, 6);
+  assert.match(r.out.msg ?? '', /printed no CNI result/);
+});
+
+test('a delegate that never exits is killed with its children at the deadline, or when the plugin is stopped', async (t) => {
+  const { dir, conf, env, run } = await setup(t, `cat >/dev/null; sleep 600 & echo $! > "$PIDFILE"; wait`);
+  const alive = (pid: number): boolean => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  for (const how of ['deadline', 'stopped'] as const) {
+    const pidFile = join(dir, `${how}.pid`);
+    const ctl = new AbortController();
+    const e = env('ADD', { PIDFILE: pidFile, WEFT_CNI_DELEGATE_TIMEOUT_MS: how === 'deadline' ? '500' : '60000' });
+    const running = run(e, conf(), ctl.signal);
+    await waitUntil('the delegate started its child', async () => (await readFile(pidFile, 'utf8').catch(() => '')).trim() !== '');
+    const child = Number((await readFile(pidFile, 'utf8')).trim());
+    if (how === 'stopped') ctl.abort();
+    const r = await running;
+    assert.equal(r.code, 1);
+    assert.match(r.out.msg ?? '', how === 'deadline' ? /did not finish within 500 ms; it was killed with its process group/ : /the plugin was stopped/);
+    await waitUntil(`the delegate's child (${how}) is gone`, () => !alive(child));
+  }
+});
+
+test('SIGTERM to the plugin process kills its delegate and the delegate\'s children', async (t) => {
+  const { dir, conf, env } = await setup(t, `cat >/dev/null; sleep 600 & echo $! > "$PIDFILE"; wait`);
+  const pidFile = join(dir, 'term.pid');
+  const plugin = spawn(weft, [], { env: { ...process.env, ...env('ADD', { PIDFILE: pidFile }) }, stdio: ['pipe', 'pipe', 'ignore'] });
+  let stdout = '';
+  plugin.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  plugin.stdin.end(conf());
+  await waitUntil('the delegate started its child', async () => (await readFile(pidFile, 'utf8').catch(() => '')).trim() !== '');
+  const child = Number((await readFile(pidFile, 'utf8')).trim());
+  const exited = new Promise<number | null>((resolve) => plugin.once('exit', resolve));
+  plugin.kill('SIGTERM');
+  assert.equal(await exited, 1);
+  assert.match(stdout, /the plugin was stopped/);
+  await waitUntil('no orphan left behind', () => {
+    try {
+      process.kill(child, 0);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+});
+
+test('GC without cni.dev/valid-attachments removes nothing; with the list it removes the others', async (t) => {
+  const { dir, conf, env, run } = await setup(t, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
+  for (const id of ['ctr1', 'ctr2']) assert.equal((await run(env('ADD', { CNI_CONTAINERID: id }), conf())).code, 0);
+  const refused = await run(env('GC'), conf());
+  assert.equal(refused.code, 1);
+  assert.equal(refused.out.code, 7);
+  assert.deepEqual((await readdir(join(dir, 'state'))).sort(), ['ctr1', 'ctr2']);
+  assert.equal((await run(env('GC'), conf('1.1.0', { 'cni.dev/valid-attachments': [{ containerID: 'ctr2', ifname: 'eth0' }] }))).code, 0);
+  assert.deepEqual(await readdir(join(dir, 'state')), ['ctr2']);
+});
+
+test('CHECK reads the saved config\'s ranges, not its text', async (t) => {
+  const { dir, conf, env, run } = await setup(t, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
+  assert.equal((await run(env('ADD'), conf())).code, 0);
+  assert.equal((await run(env('CHECK'), conf())).code, 0);
+  // The subnet's text elsewhere in the saved config (a route, a name) does not make it the range.
+  const saved = JSON.parse(await readFile(join(dir, 'state', 'ctr1'), 'utf8')) as { ipam: { ranges: unknown; routes: unknown[] } };
+  saved.ipam.ranges = [[{ subnet: '198.18.9.0/24' }]];
+  saved.ipam.routes.push({ dst: '198.18.7.0/24', comment: '"subnet":"198.18.7.0/24"' });
+  await writeFile(join(dir, 'state', 'ctr1'), JSON.stringify(saved));
+  const r = await run(env('CHECK'), conf());
+  assert.equal(r.code, 1);
+  assert.match(r.out.msg ?? '', /the node's subnet is now 198\.18\.7\.0\/24/);
+});
+
+test('more than 4 MiB on stdin is refused without being held', async (t) => {
+  const { env } = await setup(t, 'true');
+  const plugin = spawn(weft, [], { env: { ...process.env, ...env('ADD') }, stdio: ['pipe', 'pipe', 'ignore'] });
+  let stdout = '';
+  plugin.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  plugin.stdin.on('error', () => undefined);
+  const exited = new Promise<number | null>((resolve) => plugin.once('exit', resolve));
+  const chunk = Buffer.alloc(2 ** 20, 0x20);
+  for (let i = 0; i < 6 && !plugin.stdin.destroyed; i++) plugin.stdin.write(chunk);
+  plugin.stdin.end();
+  assert.equal(await exited, 1);
+  assert.match(stdout, /over 4194304 bytes/);
+});

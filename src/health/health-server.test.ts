@@ -1,0 +1,32 @@
+/** The health server: answers from the agent's state, and always closes when told to stop. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { recordingLogger } from '../testing/recording-logger.js';
+import { type HealthState, startHealthServer } from './health-server.js';
+
+test('/healthz and /readyz answer from the state; other paths 404', async () => {
+  let state: HealthState = { healthy: false, reason: 'no lease yet', ready: false };
+  const ctl = new AbortController();
+  const { port, closed } = await startHealthServer({ host: '127.0.0.1', port: 0, log: recordingLogger(), state: () => state }, ctl.signal);
+  const get = async (path: string) => {
+    const r = await fetch(`http://127.0.0.1:${port}${path}`);
+    return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+  };
+  assert.deepEqual(await get('/healthz'), { status: 503, body: { healthy: false, reason: 'no lease yet' } });
+  assert.equal((await get('/readyz')).status, 503);
+  state = { healthy: true, reason: 'lease held', ready: true, details: { subnet: '198.18.5.0/24' } };
+  assert.deepEqual(await get('/healthz'), { status: 200, body: { healthy: true, reason: 'lease held', subnet: '198.18.5.0/24' } });
+  assert.equal((await get('/readyz')).status, 200);
+  assert.equal((await get('/metrics-or-anything')).status, 404);
+  ctl.abort();
+  await closed;
+});
+
+test('told to stop while it starts to listen, it still closes (no hang until a second SIGTERM)', async () => {
+  const ctl = new AbortController();
+  const starting = startHealthServer({ host: '127.0.0.1', port: 0, log: recordingLogger(), state: () => ({ healthy: true, reason: '', ready: true }) }, ctl.signal);
+  ctl.abort();
+  const { port, closed } = await starting;
+  await closed;
+  await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`), 'the port is closed');
+});

@@ -1,0 +1,60 @@
+/** flannel's Node annotations: prefixes, what this node publishes, and other Nodes read as untrusted leases. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseNetworkConfig } from '../../config/network-config.js';
+import { isWeftError } from '../../core/errors.js';
+import { formatCidr } from '../../ip/cidr.js';
+import { formatIp, parseIp } from '../../ip/ip.js';
+import { NodeRecords, annotationNames, nodeLease, normalizePrefix, ownAnnotations, podCidrs } from './annotations.js';
+
+const P = 'flannel.alpha.coreos.com/';
+const names = annotationNames(P);
+const v4 = parseNetworkConfig('{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}', 'kube');
+const dual = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}', 'kube');
+const node = (annotations: Record<string, string>, podCidrs: string[] = ['198.18.3.0/24']) => ({ name: 'n3', podCidrs, annotations });
+const managed = { [`${P}kube-subnet-manager`]: 'true', [`${P}backend-type`]: 'vxlan', [`${P}backend-data`]: '{"VNI":1,"VtepMAC":"0e:00:00:00:00:03"}', [`${P}public-ip`]: '203.0.113.3' };
+
+test('prefixes are normalised as flannel does, and bad ones are configuration errors', () => {
+  assert.equal(normalizePrefix('flannel.alpha.coreos.com'), 'flannel.alpha.coreos.com/');
+  assert.equal(normalizePrefix('example.com/foo'), 'example.com/foo-');
+  for (const bad of ['a/b/c', 'UPPER.example.com', 'example.com/Foo']) assert.throws(() => normalizePrefix(bad), (err) => isWeftError(err, 'WEFT_ERR_CONFIG'), bad);
+});
+
+test('podCIDRs by family; three are refused; a Node record keeps only flannel\'s annotations', () => {
+  const pods = podCidrs(node({}, ['198.18.3.0/24', '2001:db8:1800:3::/64']));
+  assert.ok(!('problem' in pods) && formatCidr(pods.ipv6!) === '2001:db8:1800:3::/64' && formatCidr(pods.ipv4!) === '198.18.3.0/24');
+  assert.ok('problem' in podCidrs(node({}, ['198.18.3.0/24', '2001:db8:1800:3::/64', '198.18.4.0/24'])));
+  assert.ok('problem' in podCidrs(node({}, ['nonsense'])));
+  const record = new NodeRecords(P).record({ metadata: { name: 'n', annotations: { ...managed, 'other.io/x': 'y' } }, spec: { podCIDR: '198.18.3.0/24' } });
+  assert.deepEqual(Object.keys(record!.annotations).sort(), Object.keys(managed).sort());
+  assert.deepEqual(record!.podCidrs, ['198.18.3.0/24']);
+  assert.equal(new NodeRecords(P).record({ metadata: {} }), undefined, 'no name, no record');
+});
+
+test('what this node publishes: only what differs; the overwrite annotations win; IPv6-only vxlan leaves out the IPv4 pair', () => {
+  const attrs = { publicIp: parseIp('203.0.113.3'), backendType: 'vxlan', backendData: '{"VNI":1,"VtepMAC":"0e:00:00:00:00:03"}' };
+  assert.deepEqual(ownAnnotations(names, attrs, managed), {});
+  assert.deepEqual(ownAnnotations(names, attrs, { ...managed, [`${P}public-ip-overwrite`]: '198.51.100.3' }), { [`${P}public-ip`]: '198.51.100.3' });
+  const hostGwDual = { publicIp: parseIp('203.0.113.3'), publicIpv6: parseIp('2001:db8:113::3'), backendType: 'host-gw' };
+  assert.deepEqual(ownAnnotations(names, hostGwDual, {})[`${P}backend-v6-data`], 'null', 'dual-stack host-gw publishes literal null');
+  const v6only = { publicIp: parseIp('0.0.0.0'), publicIpv6: parseIp('2001:db8:113::3'), backendType: 'vxlan', backendV6Data: '{"VNI":1,"VtepMAC":"0e:00:00:00:06:03"}' };
+  assert.deepEqual(Object.keys(ownAnnotations(names, v6only, {})).sort(), [`${P}backend-type`, `${P}backend-v6-data`, `${P}kube-subnet-manager`, `${P}public-ipv6`]);
+});
+
+test('other Nodes as leases: unmanaged ones ignored quietly, bad annotations named, both families in dual-stack', () => {
+  assert.equal(nodeLease(node({ ...managed, [`${P}kube-subnet-manager`]: 'false' }), names, v4), undefined);
+  const lease = nodeLease(node(managed), names, v4);
+  assert.ok(lease && !('problem' in lease) && formatIp(lease.attrs.publicIp) === '203.0.113.3');
+  for (const [bad, re] of [
+    [{ ...managed, [`${P}public-ip`]: 'nope' }, /is not an IPv4 address/],
+    [{ ...managed, [`${P}backend-data`]: '{not json' }, /is not JSON/],
+  ] as const) {
+    const r = nodeLease(node(bad), names, v4);
+    assert.ok(r && 'problem' in r && re.test(r.problem), JSON.stringify(bad));
+  }
+  const both = { ...managed, [`${P}public-ipv6`]: '2001:db8:113::3', [`${P}backend-v6-data`]: '{"VNI":1,"VtepMAC":"0e:00:00:00:06:03"}' };
+  const d = nodeLease(node(both, ['198.18.3.0/24', '2001:db8:1800:3::/64']), names, dual);
+  assert.ok(d && !('problem' in d) && d.subnet.ipv6 && d.attrs.backendV6Data === '{"VNI":1,"VtepMAC":"0e:00:00:00:06:03"}');
+  const noV6 = nodeLease(node(managed, ['198.18.3.0/24', '2001:db8:1800:3::/64']), names, dual);
+  assert.ok(noV6 && 'problem' in noV6 && /public-ipv6/.test(noV6.problem), 'a dual-stack peer without its IPv6 address is named');
+});
