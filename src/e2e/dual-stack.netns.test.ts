@@ -46,6 +46,7 @@ test('dual-stack vxlan: every pod pings every pod over IPv4 and IPv6, with flann
   assert.equal(link.linkinfo.info_data.id, 1);
   assert.equal(link.linkinfo.info_data.local6, n1.ip6);
   assert.equal(link.mtu, 1430, 'the IPv6 underlay costs 20 bytes more than the IPv4 one');
+  for (const dev of ['flannel.1', 'flannel-v6.1']) assert.equal((await nsExec(n1.ns, 'cat', [`/proc/sys/net/ipv6/conf/${dev}/accept_ra`])).trim(), '0', dev);
   const addrs = await ipJson<Array<{ addr_info: Array<{ family: string; local: string; prefixlen: number; scope: string }> }>>(n1.ns, ['addr', 'show', 'dev', 'flannel-v6.1']);
   const global = addrs[0]!.addr_info.filter((a) => a.scope === 'global');
   assert.deepEqual(global.map((a) => `${a.local}/${a.prefixlen}`), [`${formatIp((await cluster.subnetEnv(n1))!.ipv6Subnet!.ip)}/128`]);

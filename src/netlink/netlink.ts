@@ -109,6 +109,12 @@ export interface Netlink {
   createVxlan(name: string, spec: VxlanSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo>;
   deleteLink(index: number): Promise<void>;
   setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void>;
+  /**
+   * `net.ipv6.conf.<name>.accept_ra = 0`: no router advertisement may give the device addresses
+   * or routes (flannel sets it on its vxlan devices). A sysctl rather than a netlink message, but
+   * a property of the link all the same.
+   */
+  refuseRouterAdvertisements(name: string): Promise<void>;
 
   addresses(options?: { index?: number; family?: Family }): Promise<AddressInfo[]>;
   addAddress(index: number, ip: IpAddr, prefix: number): Promise<void>;

@@ -4,6 +4,7 @@
  * and neighbour multicast groups. vxlan link attributes, which the package leaves raw, come from
  * link-info.ts.
  */
+import { writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type * as RtSocketModule from 'netlink/dist/rt/rt.js';
 import type * as RtStructs from 'netlink/dist/rt/structs.js';
@@ -125,6 +126,16 @@ export class RtNetlink implements Netlink {
       await this.#sock.delLink({ index }, undefined, { timeout });
     } catch (err) {
       if (!isGone(err)) throw err;
+    }
+  }
+
+  async refuseRouterAdvertisements(name: string): Promise<void> {
+    if (!/^[a-zA-Z0-9_.-]{1,15}$/.test(name)) throw new Error(`invalid device name ${JSON.stringify(name)}`);
+    try {
+      await writeFile(`/proc/sys/net/ipv6/conf/${name}/accept_ra`, '0');
+    } catch (err) {
+      // No IPv6 on this host (or none on the device): no router advertisement can reach it either.
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
   }
 

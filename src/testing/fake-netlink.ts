@@ -72,6 +72,13 @@ export class FakeNetlink implements Netlink {
     this.kernel.deleteLink(index);
   }
 
+  /** Devices told to refuse router advertisements. */
+  readonly noRouterAdvertisements = new Set<string>();
+
+  async refuseRouterAdvertisements(name: string): Promise<void> {
+    this.noRouterAdvertisements.add(name);
+  }
+
   async setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void> {
     const link = this.linkTable.get(index);
     if (!link) throw Object.assign(new Error('Request rejected: ENODEV'), { code: 'ENODEV' });

@@ -53,6 +53,29 @@ test('one device per family, each with its own MAC in BackendData / BackendV6Dat
   await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, AbortSignal.timeout(1000));
   assert.deepEqual((await nl.addresses({ index: v6!.index })).map((a) => `${a.prefix}`), ['128']);
   assert.deepEqual((await nl.addresses({ index: v4!.index })).map((a) => `${a.prefix}`), ['32']);
+  assert.deepEqual([...nl.noRouterAdvertisements].sort(), ['flannel-v6.1', 'flannel.1'], 'accept_ra 0 on both, as flannel');
+});
+
+test('DirectRouting works per family: a peer on the IPv6 underlay\'s subnet gets a plain route via its IPv6 address', async (t) => {
+  const direct = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan","DirectRouting":true}}');
+  const nl = new FakeNetlink();
+  nl.addrs.push({ index: 2, ip: parseIp('203.0.113.1'), prefix: 24, scope: 0, permanent: true, deprecated: false, temporary: false });
+  nl.addrs.push({ index: 2, ip: parseIp('2001:db8:113::1'), prefix: 64, scope: 0, permanent: true, deprecated: false, temporary: false });
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const net = await vxlanBackend.create(direct, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(direct, ext) }, ctl.signal);
+  await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, ctl.signal);
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  // Peer 4 shares the IPv6 underlay subnet but its IPv4 address is elsewhere: direct over IPv6, vxlan over IPv4.
+  feed.push([{ type: 'added', lease: peer(4, { publicIp: parseIp('198.51.100.4') }) }]);
+  await waitUntil('both routes', () => nl.routeTable.size === 2);
+  const v6route = nl.routeTable.get('2001:db8:1800:4::/64')!;
+  assert.equal(v6route.gateway?.value, parseIp('2001:db8:113::4').value);
+  assert.equal(v6route.onlink, undefined);
+  assert.equal(nl.routeTable.get('198.18.4.0/24')?.index, (await nl.linkByName('flannel.1'))!.index);
+  assert.equal(nl.fdbTable.size, 1, 'an FDB entry for the IPv4 side only');
 });
 
 test('the MACs this node published before are reused for new devices, per family', async (t) => {

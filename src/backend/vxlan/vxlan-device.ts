@@ -75,6 +75,7 @@ export class VxlanDevice {
   async configure(subnet: Cidr | undefined): Promise<void> {
     const nl = this.#o.netlink;
     const link = this.#link!;
+    await nl.refuseRouterAdvertisements(this.name);
     if (subnet) {
       const bits = familyBits(this.family);
       for (const a of await nl.addresses({ index: link.index, family: this.family })) {
