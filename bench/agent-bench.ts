@@ -139,7 +139,9 @@ async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers:
   try {
     const node = cluster.nodes[0]!;
     const t0 = Date.now();
-    const agent = cluster.startAgent(node, [], env);
+    // BENCH_AGENT_ARGS: extra agent flags for every run, e.g. the health server (and /metrics).
+    const extraArgs = (process.env['BENCH_AGENT_ARGS'] ?? '').split(' ').filter(Boolean);
+    const agent = cluster.startAgent(node, extraArgs, env);
     await waitUntil('all peers programmed', () => node.log.includes('"msg":"initial peers programmed"'), 120_000);
     const done = logTime(node.log, 'initial peers programmed')!;
     const acquired = logTime(node.log, registry === 'kube' ? 'lease acquired from the node\'s podCIDR' : 'lease acquired')!;

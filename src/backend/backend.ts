@@ -9,6 +9,7 @@ import type { Lease, LeaseAttrs, LeaseEvent } from '../lease/lease.js';
 import type { Netlink } from '../netlink/netlink.js';
 import type { ExternalInterface } from './external-interface.js';
 import type { FamilyPlane } from './family-plane.js';
+import type { PeerStatus } from './reconciler.js';
 
 export interface BackendDeps {
   readonly netlink: Netlink;
@@ -33,6 +34,8 @@ export interface Network {
    * everything in place when it returns, so a restart changes nothing on the wire.
    */
   run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void>;
+  /** The peers it knows and their state, for `weft status` (empty before `run`). */
+  peers(): readonly PeerStatus[];
 }
 
 export interface BackendFactory {

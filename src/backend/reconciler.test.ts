@@ -32,7 +32,7 @@ const program = (l: Lease): PeerProgram => {
 
 type TestContext = { after(fn: () => Promise<void> | void): void };
 
-function start(t: TestContext, initial: Lease[]) {
+function start(t: TestContext, initial: Lease[], refuse = new Set<number>()) {
   const nl = new FakeNetlink([{ index: ext, name: 'eth0', mtu: 1500 }, { index: dev, name: 'flannel.1', mtu: 1450, kind: 'vxlan' }]);
   const log = recordingLogger();
   const ctl = new AbortController();
@@ -43,7 +43,7 @@ function start(t: TestContext, initial: Lease[]) {
     debounceMs: 5,
     scope: {
       families: [4],
-      program,
+      program: (l) => (refuse.has(Number(l.subnet.ipv4!.ip.value >> 8n) & 0xff) ? { refused: 'its VtepMAC is no unicast MAC' } : program(l)),
       ownsRoute: (r) => inClusterScope(r.dst, network, own) && r.index === dev,
       devices: () => [{ index: dev, family: 4 }],
       links: () => [dev, ext],
@@ -56,7 +56,7 @@ function start(t: TestContext, initial: Lease[]) {
   });
   events.push(initial.map((l) => ({ type: 'added', lease: l })));
   const counts = () => ({ routes: nl.routeTable.size, neighbours: nl.neighTable.size, fdb: nl.fdbTable.size });
-  return { nl, events, counts };
+  return { nl, events, counts, reconciler };
 }
 
 test('a peer is written neighbour, FDB entry, route, in that order; entries deleted by hand come back at once', async (t) => {
@@ -111,4 +111,16 @@ test('a notification that could not be read makes it compare everything with the
   nl.routeTable.delete('198.18.3.0/24'); // gone without a readable notification
   nl.kernel.garbled();
   await waitUntil('the route is back', () => nl.routeTable.has('198.18.3.0/24'));
+});
+
+test('status lists every peer lease it knows: programmed ones, and refused ones with the reason, until they are removed', async (t) => {
+  const { events, counts, reconciler } = start(t, [lease(2), lease(9)], new Set([9]));
+  await waitUntil('programmed', () => counts().routes === 1);
+  await waitUntil('the first pass is done', () => reconciler.status().some((p) => p.state === 'programmed'));
+  assert.deepEqual(reconciler.status().map((p) => [p.subnet, p.publicIp, p.state, p.reason ?? '']), [
+    ['198.18.2.0/24', '203.0.113.2', 'programmed', ''],
+    ['198.18.9.0/24', '203.0.113.9', 'refused', 'its VtepMAC is no unicast MAC'],
+  ]);
+  events.push([{ type: 'removed', lease: lease(9) }]);
+  await waitUntil('the refused lease is forgotten', () => reconciler.status().length === 1);
 });

@@ -21,6 +21,7 @@
  */
 import { delay } from '../core/abort.js';
 import { Backoff } from '../core/backoff.js';
+import { type KernelEntryKind, publish } from '../core/events.js';
 import { errorMessage } from '../core/errors.js';
 import { memoryFigures, releaseMemory, releaseMemoryAtMostEvery } from '../core/memory.js';
 import type { Logger } from '../core/log.js';
@@ -33,6 +34,20 @@ import {
   type ChangeScope, DesiredState, type EntryIndex, type PeerProgram, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
 } from './desired-state.js';
 import { type Refusal, isRefusal } from './lease-program.js';
+
+/** One peer lease as `weft status` shows it. */
+export interface PeerStatus {
+  readonly subnet: string;
+  readonly publicIp: string;
+  readonly publicIpv6?: string;
+  readonly backend?: string;
+  /** `pending` until the first full pass has written it. */
+  readonly state: 'programmed' | 'refused' | 'pending';
+  /** Why it is refused, or which family of it is (a dual-stack lease may be half usable). */
+  readonly reason?: string;
+  /** When its state last changed (ms since the epoch). */
+  readonly since: number;
+}
 
 /** What a backend tells the reconciler. */
 export interface ReconcileScope extends ChangeScope {
@@ -61,16 +76,19 @@ export class Reconciler {
   readonly #scope: ReconcileScope;
   readonly #debounceMs: number;
   readonly #periodMs: number;
-  readonly #peers = new Map<string, { lease: Lease; program: PeerProgram }>();
+  readonly #peers = new Map<string, { lease: Lease; program: PeerProgram; since: number }>();
   /** The entries of all programs in #peers. */
   readonly #desired = new DesiredState();
-  readonly #refusedSeen = new Map<string, string>();
+  /** Leases refused, whole or in part, with the reason (logged once per reason) and since when. */
+  readonly #refused = new Map<string, { reason: string; lease: Lease; whole: boolean; since: number }>();
   #synced = false;
   /** Set by a failed kernel write; the run loop then schedules a full reconcile with backoff. */
   #writeFailed = false;
   readonly #retry = new Backoff({ initialMs: 500, maxMs: 30_000 });
   #retryTimer: NodeJS.Timeout | undefined;
   #unparsedSeen = false;
+  /** Off for the first pass, which programs every peer rather than repairing anything. */
+  #countRepairs = false;
   /** Kernel writes that failed, ever: a pass that adds none resets the retry backoff. */
   #failedWrites = 0;
   /** Event application and full reconciles never interleave. */
@@ -163,7 +181,10 @@ export class Reconciler {
     try {
       for await (const batch of events) {
         if (this.#synced) {
+          const t0 = performance.now();
           await this.apply(batch, signal);
+          publish('events.applied', { seconds: (performance.now() - t0) / 1000 });
+          this.#publishPeers();
           afterWork();
         } else {
           // The first batch is the whole set: record it and let one reconcile write only what
@@ -176,6 +197,8 @@ export class Reconciler {
           }
           this.#synced = true;
           await this.reconcile(signal);
+          this.#countRepairs = true;
+          this.#publishPeers();
           afterWork();
           this.#log.info({ peers: this.#peers.size }, 'initial peers programmed');
           // The initial burst leaves garbage that would stay resident for a long time.
@@ -200,6 +223,7 @@ export class Reconciler {
       const key = formatSubnetKey(event.lease.subnet);
       const old = this.#peers.get(key);
       if (event.type === 'removed') {
+        this.#refused.delete(key);
         if (old) {
           this.#deletePeer(key);
           await this.#remove(old.program, old.lease);
@@ -233,6 +257,7 @@ export class Reconciler {
   }
 
   async #reconcile(signal: AbortSignal): Promise<void> {
+    const t0 = performance.now();
     try {
       if (this.#scope.repairDevice && (await this.#scope.repairDevice(signal))) {
         // Programs name the device by index, which a recreated device no longer has.
@@ -242,6 +267,7 @@ export class Reconciler {
           else this.#deletePeer(key);
         }
         this.#log.warn({ peers: this.#peers.size }, 'device repaired; re-programming every peer');
+        publish('repair', { kind: 'device' });
       }
       const devices = this.#scope.devices();
       const want = this.#desired;
@@ -252,7 +278,7 @@ export class Reconciler {
         repairs += await this.#converge('neighbour', want.neighbours, haveNeigh, neighbourMatches, (n) => this.#nl.replaceNeighbour(n), (n) => this.#nl.deleteNeighbour(n));
         const haveFdb = new Map<string, FdbSpec>();
         for (const d of devices) for (const f of await this.#nl.fdb(d.index)) if (f.dst && f.permanent) haveFdb.set(fdbKey(f), { index: f.index, mac: f.mac, dst: f.dst });
-        repairs += await this.#converge('fdb entry', want.fdb, haveFdb, fdbMatches, (f) => this.#nl.replaceFdb(f), (f) => this.#nl.deleteFdb(f));
+        repairs += await this.#converge('fdb', want.fdb, haveFdb, fdbMatches, (f) => this.#nl.replaceFdb(f), (f) => this.#nl.deleteFdb(f));
       }
       const haveRoutes = new Map<string, RouteInfo>();
       for (const family of this.#scope.families) {
@@ -265,6 +291,21 @@ export class Reconciler {
     } catch (err) {
       if (!signal.aborted) this.#log.error({ err }, 'reconcile failed; will retry on the next change');
     }
+    publish('reconcile', { seconds: (performance.now() - t0) / 1000 });
+  }
+
+  /** Peers programmed and refused, per family, for the metrics (a family named in a refusal, or the only one). */
+  #publishPeers(): void {
+    for (const family of this.#scope.families) {
+      let programmed = 0;
+      for (const { program } of this.#peers.values()) if (program.routes.some((r) => r.dst.ip.family === family)) programmed++;
+      let refused = 0;
+      for (const { reason } of this.#refused.values()) {
+        const named = /^IPv[46]: /.test(reason);
+        if (named ? reason.includes(`IPv${family}: `) : this.#scope.families.length === 1) refused++;
+      }
+      publish('peers', { family, programmed, refused });
+    }
   }
 
   /**
@@ -272,7 +313,7 @@ export class Reconciler {
    * missing or different, removes what no peer wants. Returns the number of changes.
    */
   async #converge<W extends object, H>(
-    what: string,
+    kind: KernelEntryKind,
     want: EntryIndex<W>,
     have: ReadonlyMap<string, H>,
     matches: (want: W, have: H) => boolean,
@@ -283,20 +324,39 @@ export class Reconciler {
     for (const [key, entry] of want) {
       const current = have.get(key);
       if (current && matches(entry, current)) continue;
-      await this.#try(() => replace(entry), what, key);
+      await this.#try(() => replace(entry), kind, 'replace', key);
+      if (this.#countRepairs) publish('repair', { kind });
       changes++;
     }
     for (const [key, entry] of have) {
       if (want.has(key)) continue;
-      await this.#try(() => remove(entry), `stale ${what}`, key);
+      await this.#try(() => remove(entry), kind, 'delete', key);
+      if (this.#countRepairs) publish('repair', { kind });
       changes++;
     }
     return changes;
   }
 
+  /** Every peer lease it knows, programmed or refused, for `weft status`. */
+  status(): PeerStatus[] {
+    const out: PeerStatus[] = [];
+    const describe = (lease: Lease): Pick<PeerStatus, 'subnet' | 'publicIp' | 'publicIpv6' | 'backend'> => ({
+      subnet: formatSubnetPair(lease.subnet),
+      publicIp: formatIp(lease.attrs.publicIp),
+      ...(lease.attrs.publicIpv6 ? { publicIpv6: formatIp(lease.attrs.publicIpv6) } : {}),
+      ...(lease.attrs.backendType ? { backend: lease.attrs.backendType } : {}),
+    });
+    for (const [key, { lease, since }] of this.#peers) {
+      const partial = this.#refused.get(key);
+      out.push({ ...describe(lease), state: this.#synced ? 'programmed' : 'pending', ...(partial ? { reason: partial.reason } : {}), since });
+    }
+    for (const { lease, reason, whole, since } of this.#refused.values()) if (whole) out.push({ ...describe(lease), state: 'refused', reason, since });
+    return out.sort((a, b) => a.subnet.localeCompare(b.subnet));
+  }
+
   #setPeer(key: string, lease: Lease, program: PeerProgram): void {
     this.#deletePeer(key);
-    this.#peers.set(key, { lease, program });
+    this.#peers.set(key, { lease, program, since: Date.now() });
     this.#desired.add(program);
   }
 
@@ -309,35 +369,31 @@ export class Reconciler {
 
   #program(key: string, lease: Lease): PeerProgram | undefined {
     const result = this.#scope.program(lease);
-    if (result === null) return undefined;
-    if (isRefusal(result)) {
-      if (this.#refusedSeen.get(key) !== result.refused) {
-        this.#refusedSeen.set(key, result.refused);
-        this.#log.warn({ subnet: formatSubnetPair(lease.subnet), publicIp: formatIp(lease.attrs.publicIp) }, `refusing lease: ${result.refused}`);
-      }
-      return undefined;
+    if (result === null || result.refused === undefined) {
+      this.#refused.delete(key);
+      return result === null || isRefusal(result) ? undefined : result;
     }
-    if (result.refused !== undefined) {
-      if (this.#refusedSeen.get(key) !== result.refused) {
-        this.#refusedSeen.set(key, result.refused);
-        this.#log.warn({ subnet: formatSubnetPair(lease.subnet) }, `programming only part of a lease: ${result.refused}`);
-      }
-    } else {
-      this.#refusedSeen.delete(key);
+    const reason = result.refused;
+    const whole = isRefusal(result);
+    const prev = this.#refused.get(key);
+    if (prev?.reason !== reason) {
+      if (whole) this.#log.warn({ subnet: formatSubnetPair(lease.subnet), publicIp: formatIp(lease.attrs.publicIp) }, `refusing lease: ${reason}`);
+      else this.#log.warn({ subnet: formatSubnetPair(lease.subnet) }, `programming only part of a lease: ${reason}`);
     }
-    return result;
+    this.#refused.set(key, { reason, lease, whole, since: prev?.reason === reason ? prev.since : Date.now() });
+    return whole ? undefined : result;
   }
 
   async #write(p: PeerProgram, lease: Lease): Promise<void> {
     const subnet = formatSubnetPair(lease.subnet);
-    for (const n of p.neighbours) if (!(await this.#try(() => this.#nl.replaceNeighbour(n), 'neighbour', subnet))) return;
+    for (const n of p.neighbours) if (!(await this.#try(() => this.#nl.replaceNeighbour(n), 'neighbour', 'replace', subnet))) return;
     for (const f of p.fdb) {
-      if (!(await this.#try(() => this.#nl.replaceFdb(f), 'fdb entry', subnet))) {
-        for (const n of p.neighbours) await this.#try(() => this.#nl.deleteNeighbour(n), 'neighbour', subnet);
+      if (!(await this.#try(() => this.#nl.replaceFdb(f), 'fdb', 'replace', subnet))) {
+        for (const n of p.neighbours) await this.#try(() => this.#nl.deleteNeighbour(n), 'neighbour', 'delete', subnet);
         return;
       }
     }
-    for (const r of p.routes) await this.#try(() => this.#nl.replaceRoute(r), 'route', subnet);
+    for (const r of p.routes) await this.#try(() => this.#nl.replaceRoute(r), 'route', 'replace', subnet);
   }
 
   /**
@@ -349,24 +405,27 @@ export class Reconciler {
     const subnet = formatSubnetPair(lease.subnet);
     const want = this.#desired;
     const nl = this.#nl;
-    const settle = async <T extends object>(entries: readonly T[], index: EntryIndex<T>, key: (e: T) => string, same: (a: T, b: T) => boolean, what: string, del: (e: T) => Promise<void>, put: (e: T) => Promise<void>): Promise<void> => {
+    const settle = async <T extends object>(entries: readonly T[], index: EntryIndex<T>, key: (e: T) => string, same: (a: T, b: T) => boolean, kind: KernelEntryKind, del: (e: T) => Promise<void>, put: (e: T) => Promise<void>): Promise<void> => {
       for (const e of entries) {
         const still = index.get(key(e));
-        if (!still) await this.#try(() => del(e), what, subnet);
-        else if (!same(still, e)) await this.#try(() => put(still), what, subnet);
+        if (!still) await this.#try(() => del(e), kind, 'delete', subnet);
+        else if (!same(still, e)) await this.#try(() => put(still), kind, 'replace', subnet);
       }
     };
     await settle(p.routes, want.routes, routeKey, routeMatches, 'route', (r) => nl.deleteRoute(r), (r) => nl.replaceRoute(r));
-    await settle(p.fdb, want.fdb, fdbKey, fdbMatches, 'fdb entry', (f) => nl.deleteFdb(f), (f) => nl.replaceFdb(f));
+    await settle(p.fdb, want.fdb, fdbKey, fdbMatches, 'fdb', (f) => nl.deleteFdb(f), (f) => nl.replaceFdb(f));
     await settle(p.neighbours, want.neighbours, neighKey, (a, b) => neighbourMatches(a, { ...b, permanent: true }), 'neighbour', (n) => nl.deleteNeighbour(n), (n) => nl.replaceNeighbour(n));
   }
 
-  async #try(op: () => Promise<void>, what: string, subject: string): Promise<boolean> {
+  /** One kernel write; a failure is logged and published, and makes the run loop retry later. */
+  async #try(op: () => Promise<void>, kind: KernelEntryKind, write: 'replace' | 'delete', subject: string): Promise<boolean> {
     try {
       await op();
+      publish('kernel.write', { kind, op: write, ok: true });
       return true;
     } catch (err) {
-      this.#log.error({ err, subject, detail: errorMessage(err) }, `failed to program ${what}`);
+      this.#log.error({ err, subject, detail: errorMessage(err) }, `failed to ${write} ${kind === 'fdb' ? 'fdb entry' : kind}`);
+      publish('kernel.write', { kind, op: write, ok: false });
       this.#writeFailed = true;
       this.#failedWrites++;
       return false;

@@ -21,6 +21,10 @@ import { Iptables } from '../traffic/iptables.js';
 import { Nftables } from '../traffic/nftables.js';
 import type { TrafficManager } from '../traffic/traffic-manager.js';
 import { startHealthServer } from '../health/health-server.js';
+import { Metrics } from '../health/metrics.js';
+import { publish, subscribe } from '../core/events.js';
+import type { ExternalInterface } from '../backend/external-interface.js';
+import type { StatusReport } from './status-report.js';
 import { type FlagValues, parseFlags, usage } from './flags.js';
 import { agentFlags } from './options.js';
 import { selectExternalInterface } from './external-iface.js';
@@ -71,6 +75,13 @@ class Agent {
   readonly #log: Logger;
   #ready = false;
   #lease: Lease | undefined;
+  /** What `weft status` shows, as the agent learns it. */
+  #network: Network | undefined;
+  #iface: ExternalInterface | undefined;
+  #backendType = '';
+  #trafficMode: string | undefined;
+  #leaseExpiresAt: number | undefined;
+  #apiServer: string | undefined;
   #leaseOk = false;
   #lastContact = 0;
   #lastProblem = 'starting';
@@ -104,11 +115,25 @@ class Agent {
       if (background) tasks.push(background(scope));
       nl = new RtNetlink();
       if (flags['healthz-port'] > 0) {
+        const metrics = new Metrics({ version, lastContact: () => this.#lastContact || undefined });
+        const stopWatchingLease = subscribe('lease', (m) => (this.#leaseExpiresAt = m.expiresAt));
         const health = await startHealthServer(
-          { host: flags['healthz-ip'], port: flags['healthz-port'], log: log.child({ component: 'health' }), state: () => this.#health() },
+          {
+            host: flags['healthz-ip'],
+            port: flags['healthz-port'],
+            log: log.child({ component: 'health' }),
+            state: () => this.#health(),
+            metrics: () => metrics.render(),
+            status: () => this.#status(),
+          },
           scope,
         );
-        tasks.push(health.closed);
+        tasks.push(
+          health.closed.finally(() => {
+            metrics.close();
+            stopWatchingLease();
+          }),
+        );
       }
       const config = await manager.getNetworkConfig(scope);
       const publicIps = { publicIp: flags['public-ip'], publicIpv6: flags['public-ipv6'] };
@@ -140,12 +165,16 @@ class Agent {
       });
       const deps = { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface, planes, ...(previous ? { previous } : {}) };
       const network = await backendFactory(config.backend.type).create(config, deps, scope);
+      this.#network = network;
+      this.#iface = iface;
+      this.#backendType = config.backend.type;
       const lease = await manager.acquireLease(network.attrs, scope);
       this.#lease = lease;
       this.#leaseOk = true;
       this.#lastContact = Date.now();
       await network.setLease(lease, scope);
       const traffic = await this.#trafficManager(config);
+      this.#trafficMode = traffic.mode;
       await traffic.removeOtherMode().catch((err: unknown) => log.error({ err }, `could not remove the rules of flannel's other traffic mode: ${errorMessage(err)}`));
       await traffic.apply(withLease(planes, lease));
       await this.#writeSubnetFile(config, lease, network);
@@ -220,6 +249,7 @@ class Agent {
         ...(env['KUBERNETES_SERVICE_PORT'] ? { servicePort: env['KUBERNETES_SERVICE_PORT'] } : {}),
       });
       log.info({ server: access.server.origin, from: access.source, auth: access.auth.kind }, 'using the Kubernetes API');
+      this.#apiServer = access.server.origin;
       // An idle connection is PINGed once per health-check interval, so /healthz can vouch for the
       // watch without asking the API server anything.
       const client = new KubeClient({ access, log: this.#log.child({ component: 'kube' }), userAgent: `weft/${version} (linux/${process.arch}) kubernetes`, pingIntervalMs: this.#checkMs });
@@ -282,6 +312,7 @@ class Agent {
       try {
         const check = await manager.checkLease(AbortSignal.any([signal, AbortSignal.timeout(this.#checkMs)]));
         this.#leaseOk = check.held;
+        publish('lease', { held: check.held, ...(this.#leaseExpiresAt !== undefined ? { expiresAt: this.#leaseExpiresAt } : {}) });
         this.#lastContact = check.confirmedAt;
         this.#lastProblem = this.#leaseOk ? '' : 'the registry does not hold this node\'s lease';
       } catch (err) {
@@ -294,6 +325,39 @@ class Agent {
         return;
       }
     }
+  }
+
+  /** The report `weft status` prints, from what the agent holds in memory: no request is made. */
+  #status(): StatusReport {
+    const flags = this.#flags;
+    const kube = flags['kube-subnet-mgr'];
+    const health = this.#health();
+    const lease = this.#lease;
+    return {
+      version,
+      registry: {
+        kind: kube ? 'kubernetes' : 'etcd',
+        endpoints: kube ? [this.#apiServer ?? flags['kube-api-url']].filter(Boolean) : flags['etcd-endpoints'].split(',').map((e) => e.trim()).filter(Boolean),
+        healthy: health.healthy,
+        reason: health.reason,
+        ...(this.#lastContact ? { lastContact: this.#lastContact } : {}),
+      },
+      ...(lease
+        ? {
+            lease: {
+              subnets: formatSubnetPair(lease.subnet),
+              ...(lease.attrs.publicIp.value !== 0n ? { publicIp: formatIp(lease.attrs.publicIp) } : {}),
+              ...(lease.attrs.publicIpv6 ? { publicIpv6: formatIp(lease.attrs.publicIpv6) } : {}),
+              backend: this.#backendType,
+              ...(this.#leaseExpiresAt !== undefined ? { expiresAt: this.#leaseExpiresAt } : {}),
+            },
+          }
+        : {}),
+      ...(this.#iface ? { iface: { name: this.#iface.name, mtu: this.#iface.mtu } } : {}),
+      ...(this.#network ? { mtu: this.#network.mtu } : {}),
+      ...(this.#trafficMode ? { trafficMode: this.#trafficMode } : {}),
+      peers: this.#network?.peers() ?? [],
+    };
   }
 
   #health(): { healthy: boolean; reason: string; ready: boolean; details: Record<string, unknown> } {

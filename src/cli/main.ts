@@ -11,7 +11,8 @@ import { formatIp } from '../ip/ip.js';
 import { formatSubnetPair } from '../lease/lease.js';
 import { encodeLeaseAttrs } from '../lease/lease-codec.js';
 import { parseFlags, usage } from './flags.js';
-import { etcdFlags } from './options.js';
+import { agentFlags, etcdFlags } from './options.js';
+import { type StatusReport, formatStatus } from './status-report.js';
 import { connectEtcd } from './etcd-connect.js';
 import { version } from '../core/version.js';
 import type { Io } from './io.js';
@@ -27,6 +28,7 @@ Commands:
   agent            the node agent, flanneld's replacement (flags: flanneld's; see weft agent -h)
   leases           list the subnet leases in etcd (flags: the --etcd-* flags of flanneld; --json)
   config check F   validate a network config file (net-conf.json; '-' reads stdin) as flanneld would
+  status           what the agent on this machine knows: lease, registry, peers (its --healthz-ip/-port; --json)
   version          print the version
   help             this text
 `;
@@ -53,6 +55,8 @@ export async function main(argv: readonly string[], env: Readonly<Record<string,
         return await leasesCommand(rest, env, io);
       case 'config':
         return await configCommand(rest, io);
+      case 'status':
+        return await statusCommand(rest, env, io);
       default:
         io.stderr(`weft: unknown command ${JSON.stringify(command)}\n\n${help}`);
         return 2;
@@ -123,6 +127,43 @@ async function configCommand(argv: readonly string[], io: Io): Promise<number> {
   }
   io.stdout(lines.join('\n') + '\n');
   return 0;
+}
+
+/**
+ * `weft status`: asks the local agent's health server (found with the agent's own --healthz-ip and
+ * --healthz-port flags and FLANNELD_* variables, so that several agents on one machine never mix)
+ * for what it knows, and prints it.
+ */
+async function statusCommand(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: Io): Promise<number> {
+  const table = [
+    ...agentFlags.filter((f) => f.name === 'healthz-ip' || f.name === 'healthz-port'),
+    { name: 'json', kind: 'bool', default: false, doc: 'print the agent\'s report as JSON' },
+  ] as const;
+  const flags = parseFlags(table, argv, env);
+  if (flags.help) {
+    io.stdout(`Usage: weft status [flags]\n\n${usage(table)}`);
+    return 0;
+  }
+  const port = flags.values['healthz-port'];
+  if (port <= 0 || port > 65535) {
+    io.stderr('weft status: the agent\'s health server is off (--healthz-port=0); give the port the agent listens on, e.g. --healthz-port=8471 or FLANNELD_HEALTHZ_PORT\n');
+    return 2;
+  }
+  // An agent listening on every address is asked on loopback.
+  const ip = flags.values['healthz-ip'];
+  const host = ip === '0.0.0.0' || ip === '' ? '127.0.0.1' : ip === '::' ? '::1' : ip;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}/status`;
+  let report: StatusReport;
+  try {
+    const res = await fetch(url, { signal: AbortSignal.any([io.signal, AbortSignal.timeout(5000)]) });
+    if (res.status !== 200) throw new Error(`HTTP ${res.status}`);
+    report = (await res.json()) as StatusReport;
+  } catch (err) {
+    io.stderr(`weft status: no weft agent answers at ${url} (${errorMessage(err)}); is it running, with --healthz-port=${port}?\n`);
+    return 1;
+  }
+  io.stdout(flags.values.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
+  return report.registry.healthy ? 0 : 1;
 }
 
 function printTable(io: Io, head: string[], rows: string[][]): void {

@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { Cluster, type ClusterNode, weftBin } from '../testing/cluster.js';
 import { netnsSkipReason, nsExec } from '../testing/netns.js';
 import { type Suite, assertFullMesh, clusterRoutes, fdb, leaseKeyOf, neighbours, startCluster, wait } from './cluster-scenarios.js';
 
@@ -209,4 +210,31 @@ test('READY=1 reaches systemd\'s notify socket once the agent is up', { skip, ti
   cluster.startAgent(node, [], { NOTIFY_SOCKET: socketPath });
   await wait('READY=1 received', () => out.includes('READY=1'));
   assert.match(out, /MAINPID=\d+/);
+});
+
+test('/metrics and weft status show what the agent knows: peers, kernel writes, a repair; no agent is a clear message', { skip, timeout: 180_000 }, async (t) => {
+  const cluster = await Cluster.create({ nodes: 2, config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}' });
+  t.after(() => cluster.destroy());
+  const [n1, n2] = cluster.nodes as [ClusterNode, ClusterNode];
+  cluster.startAgent(n1, ['--healthz-ip=127.0.0.1', '--healthz-port=8471']);
+  cluster.startAgent(n2, ['--healthz-ip=127.0.0.1', '--healthz-port=8471']);
+  const metrics = async (): Promise<string> => nsExec(n1.ns, process.execPath, ['--input-type=module', '-e', "process.stdout.write(await (await fetch('http://127.0.0.1:8471/metrics')).text())"]);
+  await wait('n1 has programmed its peer', async () => (await metrics().catch(() => '')).includes('weft_peers{family="ipv4",state="programmed"} 1'));
+  const text = await metrics();
+  assert.match(text, /^weft_kernel_writes_total\{kind="route",op="replace",result="ok"\} [1-9]/m);
+  assert.match(text, /^weft_lease_held 1$/m);
+  assert.match(text, /^weft_vxlan_mtu_bytes\{device="flannel.1"\} 1450$/m);
+  const route = (await clusterRoutes(n1)).find((r) => r.includes('flannel.1'))!.split(' ')[0]!;
+  await nsExec(n1.ns, 'ip', ['route', 'del', route]);
+  await wait('the repair is counted', async () => /^weft_drift_repairs_total\{kind="route"\} 1$/m.test(await metrics()));
+
+  const status = await nsExec(n1.ns, weftBin, ['status', '--healthz-ip=127.0.0.1'], { env: { ...process.env, FLANNELD_HEALTHZ_PORT: '8471' } });
+  assert.match(status, /^weft [0-9.]+: healthy \(lease held\)$/m);
+  assert.match(status, new RegExp(`^registry: +etcd ${cluster.endpoint.replace(/\./g, '\\.')}`, 'm'));
+  assert.match(status, /^peers: +1 \(1 programmed\)$/m);
+  assert.match(status, new RegExp(`^198\\.18\\.\\d+\\.0/24 +${n2.ip.replace(/\./g, '\\.')} +vxlan +programmed`, 'm'));
+  const json = JSON.parse(await nsExec(n1.ns, weftBin, ['status', '--healthz-port=8471', '--json'])) as { peers: Array<{ state: string; publicIp: string }>; iface: { name: string } };
+  assert.deepEqual(json.peers.map((p) => [p.state, p.publicIp]), [['programmed', n2.ip]]);
+  assert.equal(json.iface.name, 'eth0');
+  await assert.rejects(nsExec(n1.ns, weftBin, ['status', '--healthz-port=8472']), (err: Error) => /no weft agent answers at http:\/\/127\.0\.0\.1:8472\/status/.test(err.message));
 });

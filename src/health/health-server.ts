@@ -1,7 +1,8 @@
 /**
  * /healthz and /readyz. Unlike flanneld's constant 200, /healthz answers 200 only while the
  * agent's own check passes (it holds a valid lease and reached the registry recently), else 503
- * with a short JSON reason. /readyz is 200 once the subnet file is written.
+ * with a short JSON reason. /readyz is 200 once the subnet file is written. /metrics serves the
+ * Prometheus text and /status what `weft status` prints, when the agent gives them.
  */
 import type * as Http from 'node:http';
 import type { Logger } from '../core/log.js';
@@ -17,6 +18,10 @@ export interface HealthServerOptions {
   readonly host: string;
   readonly port: number;
   readonly state: () => HealthState;
+  /** Prometheus text for `/metrics`. */
+  readonly metrics?: () => string;
+  /** What `weft status` shows, as JSON for `/status`. */
+  readonly status?: () => unknown;
   readonly log: Logger;
 }
 
@@ -34,6 +39,11 @@ export async function startHealthServer(options: HealthServerOptions, signal: Ab
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') send(state.healthy ? 200 : 503, { healthy: state.healthy, reason: state.reason, ...(state.details ?? {}) });
     else if (path === '/readyz') send(state.ready ? 200 : 503, { ready: state.ready });
+    else if (path === '/metrics' && options.metrics) {
+      const text = options.metrics();
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+      res.end(text);
+    } else if (path === '/status' && options.status) send(200, options.status());
     else send(404, { error: 'not found' });
   });
   await new Promise<void>((resolve, reject) => {

@@ -7,6 +7,7 @@
  *    revisions restart, and resuming from an old revision would wait for changes that never come.
  * A bad entry is skipped by the registry, never turned into "every peer removed".
  */
+import { publish } from '../core/events.js';
 import { Backoff, type BackoffOptions } from '../core/backoff.js';
 import { delay } from '../core/abort.js';
 import { ErrorCodes, isWeftError } from '../core/errors.js';
@@ -62,6 +63,7 @@ export async function* watchLeaseSet(options: LeaseWatchOptions): AsyncGenerator
     } catch (err) {
       if (signal.aborted) return;
       const wait = backoff.next();
+      publish('watch.restart', { reason: isWeftError(err, ErrorCodes.COMPACTED) ? 'compacted' : 'broken' });
       if (isWeftError(err, ErrorCodes.COMPACTED)) {
         log.info({ err, retryMs: wait }, 'lease watch fell behind a compaction; listing again');
       } else {

@@ -6,6 +6,7 @@
  * renewal is a guarded rewrite that releases the old TTL lease (§12.2); reservations stay
  * reservations (§12.3); and a lost lease is taken back instead of exiting with status 0 (§4.4).
  */
+import { publish } from '../core/events.js';
 import { Backoff } from '../core/backoff.js';
 import { AsyncQueue } from '../core/async-queue.js';
 import { delay } from '../core/abort.js';
@@ -107,6 +108,7 @@ export class LocalManager implements SubnetManager {
     this.#own = own;
     this.#reservation = own.ttlLease === '0';
     this.#log.info({ subnet: formatSubnetPair(own.subnet), publicIp: formatIp(attrs.publicIp) }, 'lease acquired');
+    publishLease(own);
     return { subnet: own.subnet, attrs: own.attrs };
   }
 
@@ -139,6 +141,7 @@ export class LocalManager implements SubnetManager {
               if (signal.aborted) return;
               const wait = retry.next();
               this.#log.error({ err, retryMs: wait }, 'Error renewing lease; trying again');
+              publish('lease.renewal', { ok: false });
               renewAt = this.#now() + wait;
             }
             continue;
@@ -207,11 +210,13 @@ export class LocalManager implements SubnetManager {
     const own = this.#own!;
     if (first && !batch.some((e) => e.type === 'added')) {
       this.#log.warn({ subnet: formatSubnetPair(own.subnet) }, 'own lease is missing from the registry');
+      publish('lease', { held: false });
       return true;
     }
     for (const event of batch) {
       if (event.type === 'removed') {
         this.#log.warn({ subnet: formatSubnetPair(own.subnet) }, 'own lease was removed (expired, deleted, or the registry was wiped)');
+        publish('lease', { held: false });
         return true;
       }
       const seen = event.lease;
@@ -235,12 +240,15 @@ export class LocalManager implements SubnetManager {
     this.#own = await this.#registry.updateLease(own, this.#attrs!, { ttlSeconds, signal });
     this.#needsRewrite = false;
     this.#log.info({ subnet: formatSubnetPair(own.subnet) }, 'lease renewed');
+    publish('lease.renewal', { ok: true });
+    publishLease(this.#own);
   }
 
   async #takeBack(retry: Backoff, signal: AbortSignal): Promise<StoredLease | undefined> {
     while (!signal.aborted) {
       try {
         this.#own = await this.#acquire(this.#config!, this.#attrs!, this.#own!.subnet, signal);
+        publishLease(this.#own);
         this.#reservation = this.#own.ttlLease === '0';
         this.#needsRewrite = false;
         return this.#own;
@@ -382,4 +390,8 @@ function pairsOverlap(a: SubnetPair, b: SubnetPair): boolean {
 /** A failure of the registry rather than of the request: worth waiting out. */
 function isRegistryFailure(err: unknown): boolean {
   return isWeftError(err, ErrorCodes.UNAVAILABLE) || isWeftError(err, ErrorCodes.ETCD) || isWeftError(err, ErrorCodes.PROTOCOL);
+}
+
+function publishLease(own: StoredLease): void {
+  publish('lease', { held: true, ...(own.expiresAt !== undefined ? { expiresAt: own.expiresAt } : {}) });
 }

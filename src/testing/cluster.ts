@@ -19,7 +19,7 @@ import { createNetns, deleteNetns, ipJson, nsExec, nsName, sh, spawnInNetns, sto
 import { parseSubnetEnv } from '../subnet/subnet-env.js';
 import { NamespacedApiServer } from './namespaced-apiserver.js';
 
-const weftBin = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
+export const weftBin = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
 const adminScript = fileURLToPath(new URL('./etcd-admin.js', import.meta.url));
 export const switchIp = '203.0.113.254';
 export const switchIp6 = '2001:db8:113::fe';

@@ -4,6 +4,7 @@
  * with what was installed (flanneld spawns `iptables -C` per rule), and the set is re-applied
  * if anything differs. Replacing the chain's contents also drops the rules of an old subnet.
  */
+import { publish } from '../core/events.js';
 import type { Logger } from '../core/log.js';
 import { type Exec, execCommand, isMissingCommand } from './exec.js';
 import { nftDeleteTables } from './nft-rules.js';
@@ -63,6 +64,7 @@ export class Iptables implements TrafficManager {
       if (!state.chainExists || state.jumps !== 1 || state.rules.join('\n') !== this.#installed.get(key(set))) {
         this.#log.warn({ family: set.family, table: set.table, chain: set.chain }, 'iptables rules changed behind our back; re-applying');
         await this.#install(set);
+        publish('rules.repair', { mode: 'iptables' });
         repaired = true;
       }
     }

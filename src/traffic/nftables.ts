@@ -5,6 +5,7 @@
  * (`nft -j list table`) and compared with what was installed, and a rule or table deleted by hand
  * is put back the same way.
  */
+import { publish } from '../core/events.js';
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { type Exec, execCommand, isMissingCommand } from './exec.js';
@@ -108,6 +109,7 @@ export class Nftables implements TrafficManager {
     if ((await this.#list()).text === this.#installed) return false;
     this.#log.warn({}, 'nftables rules changed behind our back; re-applying');
     await this.#install();
+    publish('rules.repair', { mode: 'nftables' });
     return true;
   }
 

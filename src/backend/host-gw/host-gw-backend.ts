@@ -31,14 +31,16 @@ export const hostGwBackend: BackendFactory = {
     let planes: readonly FamilyPlane[] = deps.planes;
     const v4 = planes.find((p) => p.family === 4);
     const v6 = planes.find((p) => p.family === 6);
+    let reconciler: Reconciler | undefined;
     const result: Network = {
       attrs: { publicIp: v4?.publicIp ?? { family: 4, value: 0n }, ...(v6 ? { publicIpv6: v6.publicIp } : {}), backendType: 'host-gw' },
       mtu: ext.mtu,
       async setLease(lease) {
         planes = withLease(deps.planes, lease);
       },
+      peers: () => reconciler?.status() ?? [],
       async run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal) {
-        const reconciler = new Reconciler({
+        reconciler = new Reconciler({
           netlink: deps.netlink,
           log: deps.log,
           scope: {

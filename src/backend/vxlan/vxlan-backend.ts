@@ -13,7 +13,7 @@ import type { BackendDeps, BackendFactory, Network } from '../backend.js';
 import type { PeerProgram } from '../desired-state.js';
 import { type FamilyPlane, withLease } from '../family-plane.js';
 import { type Refusal, programFamilies } from '../lease-program.js';
-import { Reconciler, inClusterScope } from '../reconciler.js';
+import { type PeerStatus, Reconciler, inClusterScope } from '../reconciler.js';
 import { type VxlanConfig, parseVxlanConfig } from './vxlan-config.js';
 import { VxlanDevice } from './vxlan-device.js';
 
@@ -43,6 +43,7 @@ class VxlanNetwork implements Network {
   readonly mtu: number;
   readonly devices: readonly VxlanDevice[];
   #planes: readonly FamilyPlane[];
+  #reconciler: Reconciler | undefined;
 
   constructor(vx: VxlanConfig, deps: BackendDeps) {
     this.#vx = vx;
@@ -86,6 +87,10 @@ class VxlanNetwork implements Network {
     for (const device of this.devices) await device.configure(subnetOf(lease.subnet, device.family));
   }
 
+  peers(): readonly PeerStatus[] {
+    return this.#reconciler?.status() ?? [];
+  }
+
   async run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
     const ext = this.#deps.extIface;
     const reconciler = new Reconciler({
@@ -112,6 +117,7 @@ class VxlanNetwork implements Network {
         },
       },
     });
+    this.#reconciler = reconciler;
     await reconciler.run(events, signal);
   }
 

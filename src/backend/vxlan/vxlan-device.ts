@@ -4,6 +4,7 @@
  * its attributes match, keeping its MAC, so that peers' entries for this node stay valid across
  * restarts; a device that disappears is recreated with the same MAC.
  */
+import { publish } from '../../core/events.js';
 import type { Logger } from '../../core/log.js';
 import { type Cidr, containsIp, maskIp } from '../../ip/cidr.js';
 import { type Family, familyBits, ipEquals } from '../../ip/ip.js';
@@ -50,6 +51,7 @@ export class VxlanDevice {
   /** Finds or makes the device; true when it had to be (re)created. */
   async ensure(): Promise<boolean> {
     const { netlink: nl, spec, mtu } = this.#o;
+    publish('device.mtu', { device: this.name, mtu });
     const existing = await nl.linkByName(this.name);
     if (existing && compatible(existing, spec)) {
       this.#link = existing;

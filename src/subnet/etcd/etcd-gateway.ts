@@ -23,6 +23,7 @@
  * - With a username, a token from `/v3/auth/authenticate` goes in `Authorization`; a rejected
  *   token is renewed once per request.
  */
+import { errorCode, publish } from '../../core/events.js';
 import type * as Http from 'node:http';
 import type * as Https from 'node:https';
 import { readFile } from 'node:fs/promises';
@@ -348,6 +349,7 @@ export class EtcdGateway {
         }
         if (!isEndpointFailure(err)) {
           this.#current = index;
+          publish('registry.error', { code: errorCode(err) });
           throw err;
         }
         lastError = err;
@@ -389,6 +391,7 @@ export class EtcdGateway {
 
   /** An endpoint answered: the end of an outage, if there was one, is logged once, with its length. */
   #reached(endpoint: URL): void {
+    publish('registry.contact', { reachable: true, registry: 'etcd' });
     this.#down.delete(endpoint.origin);
     if (this.#lostAt !== undefined) {
       this.#log.info({ endpoint: endpoint.origin, downMs: Date.now() - this.#lostAt }, 'etcd is reachable again');
@@ -398,6 +401,7 @@ export class EtcdGateway {
 
   /** An endpoint failed: logged once until it answers again, not on every request. */
   #failed(endpoint: URL, err: unknown): void {
+    publish('registry.error', { code: errorCode(err) });
     if (this.#down.has(endpoint.origin)) return;
     this.#down.add(endpoint.origin);
     if (this.#endpoints.length > 1) this.#log.warn({ endpoint: endpoint.origin, reason: errorMessage(err) }, 'etcd endpoint failed; trying the next one');
@@ -405,6 +409,7 @@ export class EtcdGateway {
 
   /** No endpoint answered: logged once per outage. */
   #lost(err: WeftError): void {
+    publish('registry.contact', { reachable: false, registry: 'etcd' });
     if (this.#lostAt !== undefined) return;
     this.#lostAt = Date.now();
     this.#log.error({ endpoints: this.#endpoints.map((e) => e.origin), reason: err.message }, 'lost contact with etcd; retrying');

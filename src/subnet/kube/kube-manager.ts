@@ -7,6 +7,7 @@
  * and, without NODE_NAME, one GET of the agent's own Pod. Annotations of other nodes are
  * untrusted input.
  */
+import { publish } from '../../core/events.js';
 import { delay } from '../../core/abort.js';
 import { Backoff, type BackoffOptions } from '../../core/backoff.js';
 import { ErrorCodes, WeftError } from '../../core/errors.js';
@@ -89,6 +90,7 @@ export class KubeManager implements SubnetManager {
         this.#attrs = attrs;
         this.#lease = this.#ownLease(published, subnet, attrs);
         this.#log.info({ node: name, subnet: formatSubnetPair(subnet) }, 'lease acquired from the node\'s podCIDR');
+        publish('lease', { held: true });
         return this.#lease;
       }
       const why = node ? `waiting for node "${name}" to be assigned a podCIDR` : `waiting for node "${name}" to be registered`;

@@ -22,6 +22,7 @@
  * - contactAt(): the last list, event or bookmark; while a watch is open, also the connection's
  *   own liveness (an HTTP/2 PING answered), so an idle cluster stays healthy without requests.
  */
+import { errorCode, publish } from '../../core/events.js';
 import { AsyncQueue } from '../../core/async-queue.js';
 import { delay } from '../../core/abort.js';
 import { Backoff, type BackoffOptions } from '../../core/backoff.js';
@@ -161,6 +162,7 @@ export class NodeInformer {
         const events = await this.#api.watchNodes({ resourceVersion: resumeAt, timeoutSeconds: this.#watchTimeout() }, signal);
         this.#watching = true;
         this.#contact = Date.now();
+        publish('registry.contact', { reachable: true, registry: 'kubernetes' });
         if (failures > 0) {
           this.#log.info({ failures, downMs: Date.now() - failingSince }, 'node list/watch works again');
           failures = 0;
@@ -190,6 +192,9 @@ export class NodeInformer {
         if (failures++ === 0) failingSince = Date.now();
         if (Date.now() - lastWait >= stableMs) this.#backoff.reset();
         lastWait = Date.now();
+        publish('watch.restart', { reason: isWeftError(err, ErrorCodes.COMPACTED) ? 'compacted' : 'broken' });
+        publish('registry.error', { code: errorCode(err) });
+        if (failures === 1) publish('registry.contact', { reachable: false, registry: 'kubernetes' });
         const retryAfter = err instanceof KubeApiError ? err.retryAfterMs : undefined;
         const waitMs = retryAfter ?? this.#backoff.next();
         if (isWeftError(err, ErrorCodes.COMPACTED)) this.#log.info({ err, retryMs: waitMs }, `node ${listing ? 'list' : 'watch'} expired (410 Gone); listing again`);

@@ -1,0 +1,62 @@
+/**
+ * What the agent tells `weft status` (served as JSON on its health server's `/status`), and how a
+ * person reads it. Pure: the agent builds the report, the command prints it.
+ */
+import type { PeerStatus } from '../backend/reconciler.js';
+
+export interface StatusReport {
+  readonly version: string;
+  readonly registry: {
+    readonly kind: 'etcd' | 'kubernetes';
+    /** etcd endpoints, or the API server. */
+    readonly endpoints: readonly string[];
+    readonly healthy: boolean;
+    readonly reason: string;
+    /** When the registry last confirmed this node's lease (ms since the epoch). */
+    readonly lastContact?: number;
+  };
+  readonly lease?: {
+    readonly subnets: string;
+    readonly publicIp?: string;
+    readonly publicIpv6?: string;
+    readonly backend: string;
+    /** etcd mode: when the lease expires unless renewed (ms since the epoch). */
+    readonly expiresAt?: number;
+  };
+  readonly iface?: { readonly name: string; readonly mtu: number };
+  /** FLANNEL_MTU, the pods' MTU. */
+  readonly mtu?: number;
+  readonly trafficMode?: string;
+  readonly peers: readonly PeerStatus[];
+}
+
+const ago = (at: number, now: number): string => {
+  const s = Math.max(0, Math.round((now - at) / 1000));
+  return s < 120 ? `${s} s ago` : s < 7200 ? `${Math.round(s / 60)} min ago` : `${Math.round(s / 3600)} h ago`;
+};
+
+/** The report as a person reads it: a summary, then a table of peers. */
+export function formatStatus(r: StatusReport, now = Date.now()): string {
+  const lines = [`weft ${r.version}: ${r.registry.healthy ? 'healthy' : 'UNHEALTHY'} (${r.registry.reason})`];
+  const contact = r.registry.lastContact ? `, last confirmed the lease ${ago(r.registry.lastContact, now)}` : '';
+  lines.push(`registry:  ${r.registry.kind} ${r.registry.endpoints.join(', ')}${contact}`);
+  if (r.lease) {
+    const pub = [r.lease.publicIp, r.lease.publicIpv6].filter(Boolean).join(', ');
+    const expiry = r.lease.expiresAt ? `, expires ${new Date(r.lease.expiresAt).toISOString()}` : '';
+    lines.push(`lease:     ${r.lease.subnets} (public ${pub}, backend ${r.lease.backend}${expiry})`);
+  } else {
+    lines.push('lease:     none yet');
+  }
+  if (r.iface) lines.push(`interface: ${r.iface.name}, MTU ${r.iface.mtu}${r.mtu ? `; pods' MTU ${r.mtu}` : ''}${r.trafficMode ? `; rules: ${r.trafficMode}` : ''}`);
+  const counts = new Map<string, number>();
+  for (const p of r.peers) counts.set(p.state, (counts.get(p.state) ?? 0) + 1);
+  lines.push(`peers:     ${r.peers.length}${counts.size ? ` (${[...counts].map(([s, n]) => `${n} ${s}`).join(', ')})` : ''}`);
+  if (r.peers.length > 0) {
+    const head = ['SUBNET', 'PUBLIC IP', 'BACKEND', 'STATE', 'SINCE', 'WHY'];
+    const rows = r.peers.map((p) => [p.subnet, [p.publicIp === '0.0.0.0' ? '' : p.publicIp, p.publicIpv6 ?? ''].filter(Boolean).join(','), p.backend ?? '-', p.state, ago(p.since, now), p.reason ?? '']);
+    const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+    lines.push('');
+    for (const row of [head, ...rows]) lines.push(row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
+  }
+  return lines.join('\n') + '\n';
+}

@@ -1,0 +1,58 @@
+/**
+ * The one seam through which components publish facts (a lease renewed, the registry lost, a
+ * kernel entry written, a drift repaired), over node:diagnostics_channel as undici does. Metrics
+ * (health/metrics.ts) and tests subscribe to the same facts rather than to log text, and a topic
+ * nobody subscribes to costs a boolean test.
+ */
+import type * as DiagnosticsChannel from 'node:diagnostics_channel';
+
+// As node:http in the etcd client: getBuiltinModule, not an ESM namespace import.
+const dc = process.getBuiltinModule('node:diagnostics_channel') as typeof DiagnosticsChannel;
+
+export type KernelEntryKind = 'route' | 'neighbour' | 'fdb';
+
+/** Every topic and what it carries. */
+export interface WeftEvents {
+  /** The registry answered (`reachable`) or no endpoint did. */
+  readonly 'registry.contact': { readonly reachable: boolean; readonly registry: 'etcd' | 'kubernetes' };
+  /** A registry request failed, by error code (WEFT_ERR_UNAVAILABLE, ...). */
+  readonly 'registry.error': { readonly code: string };
+  /** A list+watch started over: after compaction (410 Gone in kube mode) or a broken stream. */
+  readonly 'watch.restart': { readonly reason: 'compacted' | 'broken' };
+  /** This node's lease: held or not, and when it expires (etcd mode). */
+  readonly lease: { readonly held: boolean; readonly expiresAt?: number };
+  readonly 'lease.renewal': { readonly ok: boolean };
+  /** How many peers the backend has programmed, and refused, per family (a gauge). */
+  readonly peers: { readonly family: 4 | 6; readonly programmed: number; readonly refused: number };
+  readonly 'kernel.write': { readonly kind: KernelEntryKind; readonly op: 'replace' | 'delete'; readonly ok: boolean };
+  /** Something the kernel lost or changed was put back. */
+  readonly repair: { readonly kind: KernelEntryKind | 'device' };
+  /** From a batch of lease events arriving to its kernel entries written. */
+  readonly 'events.applied': { readonly seconds: number };
+  /** A full comparison of the kernel with the leases. */
+  readonly reconcile: { readonly seconds: number };
+  readonly 'rules.repair': { readonly mode: 'iptables' | 'nftables' };
+  readonly 'device.mtu': { readonly device: string; readonly mtu: number };
+}
+
+export type WeftTopic = keyof WeftEvents;
+
+const channel = (topic: WeftTopic): DiagnosticsChannel.Channel => dc.channel(`weft:${topic}`);
+
+export function publish<K extends WeftTopic>(topic: K, message: WeftEvents[K]): void {
+  const ch = channel(topic);
+  if (ch.hasSubscribers) ch.publish(message);
+}
+
+/** Calls `listener` with every message of `topic`; the returned function unsubscribes. */
+export function subscribe<K extends WeftTopic>(topic: K, listener: (message: WeftEvents[K]) => void): () => void {
+  const fn = (message: unknown): void => listener(message as WeftEvents[K]);
+  dc.subscribe(`weft:${topic}`, fn);
+  return () => dc.unsubscribe(`weft:${topic}`, fn);
+}
+
+/** An error's code for a label: a WeftError's code, a kernel errno, or `unknown`. */
+export function errorCode(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[A-Z0-9_]{1,40}$/.test(code) ? code : 'unknown';
+}

@@ -1,0 +1,67 @@
+/** The metrics text, from published facts. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { publish } from '../core/events.js';
+import { Metrics } from './metrics.js';
+
+test('published facts become Prometheus series with HELP and TYPE; nothing before it is known', () => {
+  let contact: number | undefined;
+  const m = new Metrics({ version: '9.9.9', lastContact: () => contact });
+  try {
+    const before = m.render();
+    assert.match(before, /^weft_build_info\{version="9\.9\.9",nodejs="v[0-9.]+"\} 1$/m);
+    assert.doesNotMatch(before, /weft_peers|weft_registry_contact_age_seconds /, 'no series before a fact');
+    publish('peers', { family: 6, programmed: 3, refused: 1 });
+    publish('kernel.write', { kind: 'route', op: 'replace', ok: true });
+    publish('kernel.write', { kind: 'route', op: 'replace', ok: true });
+    publish('kernel.write', { kind: 'fdb', op: 'delete', ok: false });
+    publish('repair', { kind: 'device' });
+    publish('registry.error', { code: 'WEFT_ERR_UNAVAILABLE' });
+    publish('registry.contact', { reachable: false, registry: 'etcd' });
+    publish('lease', { held: true, expiresAt: 1_900_000_000_000 });
+    publish('events.applied', { seconds: 0.003 });
+    publish('events.applied', { seconds: 0.2 });
+    publish('device.mtu', { device: 'flannel-v6.1', mtu: 1430 });
+    contact = Date.now() - 4000;
+    const text = m.render();
+    for (const line of [
+      '# TYPE weft_peers gauge',
+      'weft_peers{family="ipv6",state="programmed"} 3',
+      'weft_peers{family="ipv6",state="refused"} 1',
+      '# TYPE weft_kernel_writes_total counter',
+      'weft_kernel_writes_total{kind="route",op="replace",result="ok"} 2',
+      'weft_kernel_writes_total{kind="fdb",op="delete",result="failed"} 1',
+      'weft_drift_repairs_total{kind="device"} 1',
+      'weft_registry_errors_total{code="WEFT_ERR_UNAVAILABLE"} 1',
+      'weft_registry_reachable{registry="etcd"} 0',
+      'weft_lease_held 1',
+      'weft_lease_expiry_timestamp_seconds 1900000000',
+      '# TYPE weft_lease_event_to_kernel_seconds histogram',
+      'weft_lease_event_to_kernel_seconds_bucket{le="0.005"} 1',
+      'weft_lease_event_to_kernel_seconds_bucket{le="0.25"} 2',
+      'weft_lease_event_to_kernel_seconds_bucket{le="+Inf"} 2',
+      'weft_lease_event_to_kernel_seconds_count 2',
+      'weft_vxlan_mtu_bytes{device="flannel-v6.1"} 1430',
+    ]) {
+      assert.ok(text.split('\n').includes(line), line);
+    }
+    assert.match(text, /^weft_registry_contact_age_seconds 4(\.\d+)?$/m);
+    for (const name of text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/[{ ]/)[0]!)) {
+      assert.match(name, /^weft_[a-z0-9_]+$/, 'Prometheus naming');
+    }
+  } finally {
+    m.close();
+  }
+  // Closed, it no longer counts.
+  publish('repair', { kind: 'route' });
+  assert.doesNotMatch(m.render(), /weft_drift_repairs_total\{kind="route"\}/);
+});
+
+test('label values are escaped', () => {
+  const m = new Metrics({ version: 'a"b\\c\nd', lastContact: () => undefined });
+  try {
+    assert.match(m.render(), /weft_build_info\{version="a\\"b\\\\c\\nd"/);
+  } finally {
+    m.close();
+  }
+});
