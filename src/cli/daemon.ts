@@ -56,7 +56,7 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
     io.stderr(`weft agent: ${problem}\n`);
     return 2;
   }
-  const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' } });
+  const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' }, format: flags['log-format'] === 'text' ? 'text' : 'json' });
   try {
     return await new Agent(flags, log, env).run(io.signal);
   } catch (err) {

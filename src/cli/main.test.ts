@@ -103,6 +103,7 @@ test('agent: bad flags and values fail at start with a clear message and exit 2'
     [['agent', '--public-ip=2001:db8:113::1'], {}, /--public-ip must be an IPv4 address/],
     [['agent', '--public-ipv6=203.0.113.1'], {}, /--public-ipv6 must be an IPv6 address/],
     [['agent', '--registry-check-interval=0'], {}, /--registry-check-interval must be at least 1/],
+    [['agent', '--log-format=xml'], {}, /--log-format must be json or text: "xml"/],
   ];
   for (const [args, env, re] of cases) {
     const r = await weft(args, env);

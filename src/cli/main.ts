@@ -13,6 +13,7 @@ import { encodeLeaseAttrs } from '../lease/lease-codec.js';
 import { parseFlags, usage } from './flags.js';
 import { agentFlags, etcdFlags } from './options.js';
 import { type StatusReport, formatStatus } from './status-report.js';
+import { fetchStatus, statusUrl } from './status-client.js';
 import { connectEtcd } from './etcd-connect.js';
 import { version } from '../core/version.js';
 import type { Io } from './io.js';
@@ -29,6 +30,7 @@ Commands:
   leases           list the subnet leases in etcd (flags: the --etcd-* flags of flanneld; --json)
   config check F   validate a network config file (net-conf.json; '-' reads stdin) as flanneld would
   status           what the agent on this machine knows: lease, registry, peers (its --healthz-ip/-port; --json)
+  doctor           checks this node for the problems flannel users hit, each with what to do (--json)
   version          print the version
   help             this text
 `;
@@ -57,6 +59,8 @@ export async function main(argv: readonly string[], env: Readonly<Record<string,
         return await configCommand(rest, io);
       case 'status':
         return await statusCommand(rest, env, io);
+      case 'doctor':
+        return await doctorCommand(rest, env, io);
       default:
         io.stderr(`weft: unknown command ${JSON.stringify(command)}\n\n${help}`);
         return 2;
@@ -149,21 +153,33 @@ async function statusCommand(argv: readonly string[], env: Readonly<Record<strin
     io.stderr('weft status: the agent\'s health server is off (--healthz-port=0); give the port the agent listens on, e.g. --healthz-port=8471 or FLANNELD_HEALTHZ_PORT\n');
     return 2;
   }
-  // An agent listening on every address is asked on loopback.
-  const ip = flags.values['healthz-ip'];
-  const host = ip === '0.0.0.0' || ip === '' ? '127.0.0.1' : ip === '::' ? '::1' : ip;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}/status`;
+  const url = statusUrl(flags.values['healthz-ip'], port);
   let report: StatusReport;
   try {
-    const res = await fetch(url, { signal: AbortSignal.any([io.signal, AbortSignal.timeout(5000)]) });
-    if (res.status !== 200) throw new Error(`HTTP ${res.status}`);
-    report = (await res.json()) as StatusReport;
+    report = await fetchStatus(url, io.signal);
   } catch (err) {
     io.stderr(`weft status: no weft agent answers at ${url} (${errorMessage(err)}); is it running, with --healthz-port=${port}?\n`);
     return 1;
   }
   io.stdout(flags.values.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
   return report.registry.healthy ? 0 : 1;
+}
+
+/** `weft doctor`: one verdict per check; exit 1 when any fails. Reads the agent's own flags and FLANNELD_* variables. */
+async function doctorCommand(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: Io): Promise<number> {
+  const table = [
+    ...agentFlags.filter((f) => f.name === 'subnet-file' || f.name === 'healthz-ip' || f.name === 'healthz-port'),
+    { name: 'json', kind: 'bool', default: false, doc: 'print the verdicts as JSON' },
+  ] as const;
+  const flags = parseFlags(table, argv, env);
+  if (flags.help) {
+    io.stdout(`Usage: weft doctor [flags]\n\nWith --healthz-port, it also asks the agent on this machine (leases, routes, public IPs).\n\n${usage(table)}`);
+    return 0;
+  }
+  const { doctor, formatVerdicts } = await import('./doctor.js');
+  const verdicts = await doctor({ subnetFile: flags.values['subnet-file'], healthzIp: flags.values['healthz-ip'], healthzPort: flags.values['healthz-port'], signal: io.signal });
+  io.stdout(flags.values.json ? JSON.stringify(verdicts, null, 2) + '\n' : formatVerdicts(verdicts));
+  return verdicts.some((v) => v.result === 'fail') ? 1 : 0;
 }
 
 function printTable(io: Io, head: string[], rows: string[][]): void {

@@ -48,3 +48,14 @@ test('logger writes one JSON line per call with bindings, errors and levels', ()
   assert.equal(rec['msg'], 'careful');
 });
 
+
+test('text lines read like flanneld\'s: level letter, date and time, component, message, then the fields', () => {
+  const lines: string[] = [];
+  const log = createLogger({ level: 'info', write: (l) => lines.push(l), bindings: { name: 'weft' }, format: 'text' });
+  log.child({ component: 'vxlan' }).warn({ subnet: '198.18.5.0/24', peers: 3, err: new WeftError(ErrorCodes.CONFIG, 'bad input') }, 'refusing lease: its public IP is this node\'s own');
+  log.info({ endpoint: 'http://etcd 1:2379' }, 'etcd is reachable again');
+  log.debug({}, 'hidden');
+  assert.equal(lines.length, 2);
+  assert.match(lines[0]!, /^W\d{4} \d{2}:\d{2}:\d{2}\.\d{3} vxlan\] refusing lease: its public IP is this node's own subnet=198\.18\.5\.0\/24 peers=3 err="bad input"\n$/);
+  assert.match(lines[1]!, /^I\d{4} [0-9:.]+ weft\] etcd is reachable again endpoint="http:\/\/etcd 1:2379"\n$/);
+});

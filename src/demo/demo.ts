@@ -8,7 +8,7 @@
  *   node dist/src/demo/demo.js [up|down]
  */
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { Cluster, type Pod } from '../testing/cluster.js';
+import { Cluster, type Pod, weftBin } from '../testing/cluster.js';
 import { deleteNetns, nsExec, sh } from '../testing/netns.js';
 import { waitUntil } from '../testing/wait.js';
 import { decodeLeaseAttrs } from '../lease/lease-codec.js';
@@ -82,7 +82,7 @@ async function up(): Promise<number> {
   step('building the cluster: switch namespace with a bridge and etcd, three node namespaces on 203.0.113.0/24');
   const dir = `${stateDir}/cluster`;
   await mkdir(stateDir, { recursive: true });
-  const cluster = await Cluster.create({ nodes: 3, config, detached: keep, dir, names: (tag) => `${prefix}${tag.replace(/^n(\d)$/, 'node$1').replace(/^p(\d)-$/, 'node$1-pod')}${tag.endsWith('-') ? podCounter(tag) : ''}`, agentFlags: ['--ip-masq'] });
+  const cluster = await Cluster.create({ nodes: 3, config, detached: keep, dir, names: (tag) => `${prefix}${tag.replace(/^n(\d)$/, 'node$1').replace(/^p(\d)-$/, 'node$1-pod')}${tag.endsWith('-') ? podCounter(tag) : ''}`, agentFlags: ['--ip-masq', '--healthz-ip=127.0.0.1', '--healthz-port=8471'] });
   const onSignal = (): void => {
     void cluster.destroy().finally(() => process.exit(130));
   };
@@ -130,6 +130,10 @@ async function up(): Promise<number> {
     const pairs = pods.length * (pods.length - 1);
     say();
     say(failures === 0 ? green(`all ${pairs} pod pairs reach each other over ${backend}`) : red(`${failures} of ${pairs} pod pairs failed`));
+    say();
+    step(`what node1's agent knows (weft status, from its health server on 127.0.0.1:8471):`);
+    const status = await nsExec(cluster.nodes[0]!.ns, weftBin, ['status', '--healthz-port=8471']).catch((err: unknown) => `(no answer: ${(err as Error).message})\n`);
+    for (const line of status.trimEnd().split('\n')) say(`    ${line}`);
     if (keep) {
       await writeFile(stateFile, JSON.stringify(cluster.inventory));
       const n1 = cluster.nodes[0]!;
@@ -141,6 +145,7 @@ async function up(): Promise<number> {
       say(`    cat ${n1.subnetFile}`);
       say(`    ip netns exec ${pods[0]!.ns} ping ${pods[pods.length - 1]!.ip}`);
       say(`    ip netns exec ${cluster.sw} ${process.cwd()}/bin/weft leases --etcd-endpoints=http://127.0.0.1:2379`);
+      say(`    ip netns exec ${n1.ns} ${process.cwd()}/bin/weft status --healthz-port=8471   # also: doctor, and /metrics on that port`);
       say(`    less ${cluster.dir}/node1.log                   # agent logs`);
       say('  remove it with: make demo-down');
     } else {

@@ -1,0 +1,75 @@
+/** Every doctor check, passing and failing, from facts. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { type HostFacts, runChecks } from './doctor-checks.js';
+import type { StatusReport } from './status-report.js';
+
+const status: StatusReport = {
+  version: '0.1.0',
+  registry: { kind: 'etcd', endpoints: ['http://203.0.113.254:2379'], healthy: true, reason: 'lease held' },
+  lease: { subnets: '198.18.1.0/24', publicIp: '203.0.113.11', backend: 'vxlan' },
+  peers: [
+    { subnet: '198.18.2.0/24', publicIp: '203.0.113.12', backend: 'vxlan', state: 'programmed', since: 0 },
+    { subnet: '198.18.3.0/24', publicIp: '203.0.113.13', backend: 'vxlan', state: 'programmed', since: 0 },
+  ],
+};
+const healthy: HostFacts = {
+  ipForward: true,
+  ip6Forward: true,
+  forwardPolicyDrop: true,
+  flannelForwardRules: true,
+  nftDroppingForward: [],
+  rpFilter: [{ device: 'flannel.1', value: 2 }, { device: 'cni0', value: 0 }],
+  devices: [{ name: 'flannel.1', mtu: 1450, kind: 'vxlan' }, { name: 'cni0', mtu: 1450, kind: 'bridge' }, { name: 'veth1', mtu: 1450, kind: 'veth', master: 'cni0' }],
+  subnetEnv: { subnets: ['198.18.1.0/24'], mtu: 1450 },
+  status,
+  clusterRoutes: ['198.18.2.0/24', '198.18.3.0/24'],
+  legacyRules: 0,
+  nftRules: 12,
+};
+
+const verdict = (facts: HostFacts, check: string) => runChecks(facts).find((v) => v.check === check)!;
+
+test('a healthy node passes every check', () => {
+  const verdicts = runChecks(healthy);
+  assert.deepEqual(verdicts.filter((v) => v.result !== 'ok').map((v) => v.check), []);
+  assert.equal(verdicts.length, 9);
+});
+
+test('each problem fails its own check, with what to do', () => {
+  const broken: Array<[string, Partial<HostFacts>]> = [
+    ['ip_forward', { ipForward: false }],
+    ['ipv6 forwarding', { ip6Forward: false }],
+    ['forward chain', { flannelForwardRules: false }],
+    ['forward chain', { nftDroppingForward: ['inet firewall'] }],
+    ['rp_filter', { rpFilter: [{ device: 'flannel.1', value: 1 }] }],
+    ['mtu', { devices: [...healthy.devices, { name: 'veth2', mtu: 1500, master: 'cni0' }] }],
+    ['mtu', { devices: [{ name: 'flannel-v6.1', mtu: 1430, kind: 'vxlan' }] }],
+    ['subnet file', { subnetEnv: { subnets: ['198.18.9.0/24'], mtu: 1450 } }],
+    ['stale routes', { clusterRoutes: ['198.18.2.0/24', '198.18.3.0/24', '198.18.77.0/24'] }],
+    ['stale routes', { clusterRoutes: ['198.18.2.0/24'] }],
+    ['public IPs', { status: { ...status, peers: [...status.peers, { subnet: '198.18.4.0/24', publicIp: '203.0.113.12', state: 'programmed', since: 0 }] }, clusterRoutes: [...healthy.clusterRoutes, '198.18.4.0/24'] }],
+    ['iptables backends', { legacyRules: 3 }],
+  ];
+  for (const [check, change] of broken) {
+    const facts: HostFacts = { ...healthy, ...change };
+    const v = verdict(facts, check);
+    assert.equal(v.result, 'fail', `${check}: ${JSON.stringify(change)}`);
+    assert.ok(v.fix && v.fix.length > 10, `${check} says what to do`);
+    const others = runChecks(facts).filter((x) => x.check !== check && x.result === 'fail');
+    assert.deepEqual(others.map((x) => x.check), [], `${check} alone fails`);
+  }
+});
+
+test('an agent with a lease but no subnet file fails the subnet file check', () => {
+  const { subnetEnv: _e, ...noFile } = healthy;
+  void _e;
+  assert.equal(verdict(noFile, 'subnet file').result, 'fail');
+});
+
+test('without an agent, the checks that need one are skipped, not failed', () => {
+  const { status: _s, ...alone } = healthy;
+  void _s;
+  const skipped = runChecks(alone).filter((v) => v.result === 'skip').map((v) => v.check);
+  assert.deepEqual(skipped, ['subnet file', 'stale routes', 'public IPs']);
+});
