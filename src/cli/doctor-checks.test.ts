@@ -26,6 +26,9 @@ const healthy: HostFacts = {
   clusterRoutes: ['198.18.2.0/24', '198.18.3.0/24'],
   legacyRules: 0,
   nftRules: 12,
+  vxlanProbes: [{ peer: '203.0.113.12', target: '198.18.2.0', answered: true }, { peer: '203.0.113.13', target: '198.18.3.0', answered: true }],
+  checksumOffload: ['flannel.1'],
+  natted: false,
 };
 
 const verdict = (facts: HostFacts, check: string) => runChecks(facts).find((v) => v.check === check)!;
@@ -33,7 +36,7 @@ const verdict = (facts: HostFacts, check: string) => runChecks(facts).find((v) =
 test('a healthy node passes every check', () => {
   const verdicts = runChecks(healthy);
   assert.deepEqual(verdicts.filter((v) => v.result !== 'ok').map((v) => v.check), []);
-  assert.equal(verdicts.length, 9);
+  assert.equal(verdicts.length, 11);
 });
 
 test('each problem fails its own check, with what to do', () => {
@@ -50,6 +53,8 @@ test('each problem fails its own check, with what to do', () => {
     ['stale routes', { clusterRoutes: ['198.18.2.0/24'] }],
     ['public IPs', { status: { ...status, peers: [...status.peers, { subnet: '198.18.4.0/24', publicIp: '203.0.113.12', state: 'programmed', since: 0 }] }, clusterRoutes: [...healthy.clusterRoutes, '198.18.4.0/24'] }],
     ['iptables backends', { legacyRules: 3 }],
+    ['vxlan reachability', { vxlanProbes: [{ peer: '203.0.113.12', target: '198.18.2.0', answered: false }] }],
+    ['checksum offload', { natted: true }],
   ];
   for (const [check, change] of broken) {
     const facts: HostFacts = { ...healthy, ...change };
@@ -72,4 +77,9 @@ test('without an agent, the checks that need one are skipped, not failed', () =>
   void _s;
   const skipped = runChecks(alone).filter((v) => v.result === 'skip').map((v) => v.check);
   assert.deepEqual(skipped, ['subnet file', 'stale routes', 'public IPs']);
+  const { vxlanProbes: _p, checksumOffload: _c, ...older } = alone;
+  void _p;
+  void _c;
+  assert.deepEqual(runChecks(older).filter((v) => v.result === 'skip').map((v) => v.check), ['subnet file', 'stale routes', 'public IPs', 'vxlan reachability', 'checksum offload']);
+  assert.equal(verdict({ ...healthy, natted: true, checksumOffload: [] }, 'checksum offload').result, 'ok', 'behind NAT with offload off');
 });

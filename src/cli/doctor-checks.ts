@@ -3,7 +3,8 @@
  * to do when it fails. The problems are the ones flannel users hit (forwarding off, a FORWARD chain
  * that drops pod traffic, strict reverse-path filtering, MTUs that disagree, stale kernel entries,
  * a subnet file that disagrees with the lease, two leases with one public IP, iptables rules split
- * between the legacy and the nf_tables backends). Facts are gathered by doctor.ts.
+ * between the legacy and the nf_tables backends, vxlan blocked between nodes, checksum offload on
+ * vxlan behind NAT). Facts are gathered by doctor.ts.
  */
 import type { StatusReport } from './status-report.js';
 
@@ -36,6 +37,15 @@ export interface HostFacts {
   /** Rule counts (`-A` lines) in the legacy and the nf_tables iptables backends. */
   readonly legacyRules: number;
   readonly nftRules: number;
+  /**
+   * vxlan: a ping to each programmed peer's vxlan device address, which crosses the underlay in
+   * the peer's UDP port; undefined when there is no agent or the backend is not vxlan.
+   */
+  readonly vxlanProbes?: ReadonlyArray<{ readonly peer: string; readonly target: string; readonly answered: boolean }>;
+  /** vxlan devices with `tx-checksum-ip-generic` on (ethtool), when ethtool is there. */
+  readonly checksumOffload?: readonly string[];
+  /** The public IPs the agent publishes that no local interface has: this node is behind NAT. */
+  readonly natted?: boolean;
 }
 
 export interface Verdict {
@@ -73,6 +83,8 @@ export function runChecks(f: HostFacts): Verdict[] {
   out.push(subnetFileCheck(f));
   out.push(staleRoutesCheck(f));
   out.push(duplicatePublicIpCheck(f));
+  out.push(vxlanProbeCheck(f));
+  out.push(checksumCheck(f));
   out.push(
     f.legacyRules > 0 && f.nftRules > 0
       ? fail('iptables backends', `rules in both iptables backends (legacy: ${f.legacyRules}, nf_tables: ${f.nftRules}): each half is invisible to the other's tools`, 'make every program on the node use one backend (update-alternatives --config iptables), then remove the other\'s rules')
@@ -139,4 +151,29 @@ function duplicatePublicIpCheck(f: HostFacts): Verdict {
   return dup.length > 0
     ? fail('public IPs', dup.map(([ip, subnets]) => `${ip} is the public IP of ${subnets.join(' and ')}`).join('; '), 'a node that changed subnet left its old lease: delete the stale lease (etcd) or fix the Node\'s annotations')
     : ok('public IPs', 'no two leases share a public IP');
+}
+
+function vxlanProbeCheck(f: HostFacts): Verdict {
+  if (!f.vxlanProbes) return skip('vxlan reachability', f.status ? 'not a vxlan node' : 'no agent answers: no peers to probe');
+  const silent = f.vxlanProbes.filter((p) => !p.answered);
+  if (silent.length > 0) {
+    return fail(
+      'vxlan reachability',
+      `no answer through vxlan from ${silent.map((p) => `${p.target} (${p.peer})`).join(', ')}`,
+      'allow the vxlan UDP port (8472 unless Backend.Port says otherwise) between the nodes\' public IPs in every firewall and security group on the way',
+    );
+  }
+  return ok('vxlan reachability', f.vxlanProbes.length > 0 ? `every peer's vxlan device answers (${f.vxlanProbes.length})` : 'no peers to probe');
+}
+
+/** flannel #1813, #2152: behind NAT, vxlan packets with offloaded checksums arrive corrupted. */
+function checksumCheck(f: HostFacts): Verdict {
+  if (f.checksumOffload === undefined) return skip('checksum offload', 'ethtool is not installed');
+  if (!f.natted) return ok('checksum offload', 'this node is not behind NAT (its public IPs are its own)');
+  if (f.checksumOffload.length === 0) return ok('checksum offload', 'behind NAT, with tx-checksum-ip-generic off on the vxlan devices');
+  return fail(
+    'checksum offload',
+    `this node is behind NAT and ${f.checksumOffload.join(', ')} offload(s) checksums: peers can receive corrupted vxlan packets`,
+    `ethtool -K ${f.checksumOffload[0]} tx-checksum-ip-generic off (for each vxlan device, after each agent start)`,
+  );
 }

@@ -83,6 +83,26 @@ export async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
     }
   }
 
+  // vxlan: ping each programmed peer's vxlan device; the echo crosses the underlay in UDP.
+  let vxlanProbes: HostFacts['vxlanProbes'];
+  if (status?.lease?.backend === 'vxlan') {
+    const targets = status.peers.filter((p) => p.state === 'programmed').flatMap((p) => p.subnet.split(',').map((s) => ({ peer: p.publicIp, target: s.split('/')[0]! })));
+    vxlanProbes = await Promise.all(
+      targets.slice(0, 64).map(async (t) => ({ ...t, answered: await run('ping', ['-c', '1', '-W', '2', '-q', t.target]).then(() => true, () => false) })),
+    );
+  }
+  const offloading: string[] = [];
+  let ethtool = true;
+  for (const d of devices.filter((x) => x.kind === 'vxlan' && /^flannel(-v6)?\.\d+$/.test(x.name))) {
+    const features = await run('ethtool', ['-k', d.name]);
+    if (features === '') ethtool = false;
+    else if (/^\s*tx-checksum-ip-generic: on/m.test(features)) offloading.push(d.name);
+  }
+  const addrs = JSON.parse((await run('ip', ['-j', 'addr', 'show'])) || '[]') as Array<{ addr_info?: Array<{ local?: string }> }>;
+  const local = new Set(addrs.flatMap((a) => (a.addr_info ?? []).flatMap((i) => (i.local ? [i.local] : []))));
+  const published = [status?.lease?.publicIp, status?.lease?.publicIpv6].filter((ip): ip is string => ip !== undefined && ip !== '0.0.0.0');
+  const natted = published.length > 0 && published.some((ip) => !local.has(ip));
+
   const legacyRules = ruleLines(await run('iptables-legacy-save', [])) + ruleLines(await run('ip6tables-legacy-save', []));
   const nftRules = ruleLines(await run('iptables-nft-save', [])) + ruleLines(await run('ip6tables-nft-save', []));
   const ip6Forward = env?.ipv6Subnet ? (await sysctl('net/ipv6/conf/all/forwarding')) === 1 : undefined;
@@ -99,6 +119,9 @@ export async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
     clusterRoutes,
     legacyRules,
     nftRules,
+    ...(vxlanProbes ? { vxlanProbes } : {}),
+    ...(ethtool ? { checksumOffload: offloading } : {}),
+    natted,
   };
 }
 
