@@ -13,6 +13,21 @@ export interface PeerProgram {
   readonly routes: readonly RouteSpec[];
   /** Why a family of the lease was left out (a dual-stack lease may be half usable). */
   readonly refused?: string;
+  /** The families left out, each with the code of its reason (for metrics). */
+  readonly refusedFamilies?: readonly FamilyRefusal[];
+}
+
+/** Why a lease, or one family of it, is not programmed: text for people, a code for metrics. */
+export interface Refusal {
+  readonly refused: string;
+  /** e.g. `outside_network`, `not_unicast`, `bad_vtep_mac`. */
+  readonly code: string;
+  readonly refusedFamilies?: readonly FamilyRefusal[];
+}
+
+export interface FamilyRefusal {
+  readonly family: Family;
+  readonly code: string;
 }
 
 /** A device whose neighbours and FDB entries a backend manages entirely, e.g. `flannel.1`. */

@@ -60,7 +60,7 @@ test('IPv6 peer checks: the same rules as IPv4, with IPv6\'s special addresses',
     [lease(2, { publicIpv6: parseIp('::1') }), /not a unicast address/],
     [lease(2, { publicIpv6: parseIp('203.0.113.9') }), /of the other family/],
   ];
-  for (const [l, re] of bad) assert.match(peerProblem(l, v6) ?? 'accepted', re, JSON.stringify(l, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)));
+  for (const [l, re] of bad) assert.match(peerProblem(l, v6)?.refused ?? 'accepted', re, JSON.stringify(l, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)));
 });
 
 test('a lease is the union of its families\' programs; a bad family is left out and named, two bad families refuse it', () => {
@@ -75,6 +75,6 @@ test('a lease is the union of its families\' programs; a bad family is left out 
   const none = programFamilies(lease(2, { publicIp: parseIp('127.0.0.1'), publicIpv6: parseIp('ff02::1') }), planes, route);
   assert.ok(isRefusal(none));
   assert.match(none.refused, /^IPv4: .*; IPv6: /);
-  const byBackend = programFamilies(lease(2), planes, (l, p) => (p.family === 6 ? { refused: 'no VtepMAC' } : route(l, p)));
+  const byBackend = programFamilies(lease(2), planes, (l, p) => (p.family === 6 ? { refused: 'no VtepMAC', code: 'bad_vtep_mac' } : route(l, p)));
   assert.ok(!isRefusal(byBackend) && byBackend.refused === 'IPv6: no VtepMAC');
 });

@@ -4,11 +4,11 @@
  * family is programmed for that family, and the other is named as refused.
  */
 import type { Lease } from '../lease/lease.js';
-import type { PeerProgram } from './desired-state.js';
+import type { FamilyRefusal, PeerProgram, Refusal } from './desired-state.js';
 import { type FamilyPlane, familyName } from './family-plane.js';
 import { peerProblem } from './peer-checks.js';
 
-export type Refusal = { readonly refused: string };
+export type { Refusal } from './desired-state.js';
 
 export const isRefusal = (r: PeerProgram | Refusal): r is Refusal => !('routes' in r);
 
@@ -21,17 +21,18 @@ export function programFamilies(
   const fdb: Array<PeerProgram['fdb'][number]> = [];
   const routes: Array<PeerProgram['routes'][number]> = [];
   const refusals: string[] = [];
+  const refusedFamilies: FamilyRefusal[] = [];
   for (const plane of planes) {
-    const problem = peerProblem(lease, plane);
-    const result = problem === undefined ? programFamily(lease, plane) : { refused: problem };
+    const result = peerProblem(lease, plane) ?? programFamily(lease, plane);
     if (isRefusal(result)) {
       refusals.push(planes.length > 1 ? `${familyName(plane.family)}: ${result.refused}` : result.refused);
+      refusedFamilies.push({ family: plane.family, code: result.code });
       continue;
     }
     neighbours.push(...result.neighbours);
     fdb.push(...result.fdb);
     routes.push(...result.routes);
   }
-  if (refusals.length === planes.length) return { refused: refusals.join('; ') };
-  return { neighbours, fdb, routes, ...(refusals.length > 0 ? { refused: refusals.join('; ') } : {}) };
+  if (refusals.length === planes.length) return { refused: refusals.join('; '), code: refusedFamilies[0]?.code ?? 'refused', refusedFamilies };
+  return { neighbours, fdb, routes, ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };
 }

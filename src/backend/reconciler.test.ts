@@ -1,4 +1,5 @@
 /** The reconciler's decisions against an in-memory kernel (testing/fake-netlink.ts). */
+import { type WeftEvents, subscribe } from '../core/events.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCidr } from '../ip/cidr.js';
@@ -43,7 +44,7 @@ function start(t: TestContext, initial: Lease[], refuse = new Set<number>()) {
     debounceMs: 5,
     scope: {
       families: [4],
-      program: (l) => (refuse.has(Number(l.subnet.ipv4!.ip.value >> 8n) & 0xff) ? { refused: 'its VtepMAC is no unicast MAC' } : program(l)),
+      program: (l) => (refuse.has(Number(l.subnet.ipv4!.ip.value >> 8n) & 0xff) ? { refused: 'its VtepMAC is no unicast MAC', code: 'bad_vtep_mac' } : program(l)),
       ownsRoute: (r) => inClusterScope(r.dst, network, own) && r.index === dev,
       devices: () => [{ index: dev, family: 4 }],
       links: () => [dev, ext],
@@ -114,6 +115,8 @@ test('a notification that could not be read makes it compare everything with the
 });
 
 test('status lists every peer lease it knows: programmed ones, and refused ones with the reason, until they are removed', async (t) => {
+  const published: Array<WeftEvents['peers']> = [];
+  t.after(subscribe('peers', (m) => published.push(m)));
   const { events, counts, reconciler } = start(t, [lease(2), lease(9)], new Set([9]));
   await waitUntil('programmed', () => counts().routes === 1);
   await waitUntil('the first pass is done', () => reconciler.status().some((p) => p.state === 'programmed'));
@@ -121,6 +124,8 @@ test('status lists every peer lease it knows: programmed ones, and refused ones 
     ['198.18.2.0/24', '203.0.113.2', 'programmed', ''],
     ['198.18.9.0/24', '203.0.113.9', 'refused', 'its VtepMAC is no unicast MAC'],
   ]);
+  assert.deepEqual(published.at(-1), { family: 4, programmed: 1, refused: { bad_vtep_mac: 1 } }, 'the metrics see the same, by reason');
   events.push([{ type: 'removed', lease: lease(9) }]);
   await waitUntil('the refused lease is forgotten', () => reconciler.status().length === 1);
+  assert.deepEqual(published.at(-1), { family: 4, programmed: 1, refused: {} });
 });

@@ -31,7 +31,7 @@ import { type Lease, type LeaseEvent, formatSubnetPair } from '../lease/lease.js
 import { formatSubnetKey } from '../lease/subnet-key.js';
 import type { FdbSpec, NeighbourInfo, Netlink, RouteInfo } from '../netlink/netlink.js';
 import {
-  type ChangeScope, DesiredState, type EntryIndex, type PeerProgram, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
+  type ChangeScope, DesiredState, type EntryIndex, type FamilyRefusal, type PeerProgram, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
 } from './desired-state.js';
 import { type Refusal, isRefusal } from './lease-program.js';
 
@@ -80,7 +80,7 @@ export class Reconciler {
   /** The entries of all programs in #peers. */
   readonly #desired = new DesiredState();
   /** Leases refused, whole or in part, with the reason (logged once per reason) and since when. */
-  readonly #refused = new Map<string, { reason: string; lease: Lease; whole: boolean; since: number }>();
+  readonly #refused = new Map<string, { reason: string; lease: Lease; whole: boolean; families: readonly FamilyRefusal[]; since: number }>();
   #synced = false;
   /** Set by a failed kernel write; the run loop then schedules a full reconcile with backoff. */
   #writeFailed = false;
@@ -294,15 +294,14 @@ export class Reconciler {
     publish('reconcile', { seconds: (performance.now() - t0) / 1000 });
   }
 
-  /** Peers programmed and refused, per family, for the metrics (a family named in a refusal, or the only one). */
+  /** Peers programmed, and refused by reason, per family, for the metrics. */
   #publishPeers(): void {
     for (const family of this.#scope.families) {
       let programmed = 0;
       for (const { program } of this.#peers.values()) if (program.routes.some((r) => r.dst.ip.family === family)) programmed++;
-      let refused = 0;
-      for (const { reason } of this.#refused.values()) {
-        const named = /^IPv[46]: /.test(reason);
-        if (named ? reason.includes(`IPv${family}: `) : this.#scope.families.length === 1) refused++;
+      const refused: Record<string, number> = {};
+      for (const { families } of this.#refused.values()) {
+        for (const f of families) if (f.family === family) refused[f.code] = (refused[f.code] ?? 0) + 1;
       }
       publish('peers', { family, programmed, refused });
     }
@@ -380,7 +379,8 @@ export class Reconciler {
       if (whole) this.#log.warn({ subnet: formatSubnetPair(lease.subnet), publicIp: formatIp(lease.attrs.publicIp) }, `refusing lease: ${reason}`);
       else this.#log.warn({ subnet: formatSubnetPair(lease.subnet) }, `programming only part of a lease: ${reason}`);
     }
-    this.#refused.set(key, { reason, lease, whole, since: prev?.reason === reason ? prev.since : Date.now() });
+    const families = result.refusedFamilies ?? (whole ? this.#scope.families.map((family) => ({ family, code: (result as Refusal).code })) : []);
+    this.#refused.set(key, { reason, lease, whole, families, since: prev?.reason === reason ? prev.since : Date.now() });
     return whole ? undefined : result;
   }
 

@@ -22,8 +22,8 @@ export interface WeftEvents {
   /** This node's lease: held or not, and when it expires (etcd mode). */
   readonly lease: { readonly held: boolean; readonly expiresAt?: number };
   readonly 'lease.renewal': { readonly ok: boolean };
-  /** How many peers the backend has programmed, and refused, per family (a gauge). */
-  readonly peers: { readonly family: 4 | 6; readonly programmed: number; readonly refused: number };
+  /** How many peers the backend has programmed, and refused by reason code, per family (a gauge). */
+  readonly peers: { readonly family: 4 | 6; readonly programmed: number; readonly refused: Readonly<Record<string, number>> };
   readonly 'kernel.write': { readonly kind: KernelEntryKind; readonly op: 'replace' | 'delete'; readonly ok: boolean };
   /** Something the kernel lost or changed was put back. */
   readonly repair: { readonly kind: KernelEntryKind | 'device' };

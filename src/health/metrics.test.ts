@@ -11,7 +11,8 @@ test('published facts become Prometheus series with HELP and TYPE; nothing befor
     const before = m.render();
     assert.match(before, /^weft_build_info\{version="9\.9\.9",nodejs="v[0-9.]+"\} 1$/m);
     assert.doesNotMatch(before, /weft_peers|weft_registry_contact_age_seconds /, 'no series before a fact');
-    publish('peers', { family: 6, programmed: 3, refused: 1 });
+    publish('peers', { family: 6, programmed: 3, refused: { not_unicast: 1, bad_vtep_mac: 2 } });
+    publish('peers', { family: 6, programmed: 3, refused: { not_unicast: 1 } });
     publish('kernel.write', { kind: 'route', op: 'replace', ok: true });
     publish('kernel.write', { kind: 'route', op: 'replace', ok: true });
     publish('kernel.write', { kind: 'fdb', op: 'delete', ok: false });
@@ -27,7 +28,7 @@ test('published facts become Prometheus series with HELP and TYPE; nothing befor
     for (const line of [
       '# TYPE weft_peers gauge',
       'weft_peers{family="ipv6",state="programmed"} 3',
-      'weft_peers{family="ipv6",state="refused"} 1',
+      'weft_peers{family="ipv6",state="refused",reason="not_unicast"} 1',
       '# TYPE weft_kernel_writes_total counter',
       'weft_kernel_writes_total{kind="route",op="replace",result="ok"} 2',
       'weft_kernel_writes_total{kind="fdb",op="delete",result="failed"} 1',
@@ -46,6 +47,7 @@ test('published facts become Prometheus series with HELP and TYPE; nothing befor
       assert.ok(text.split('\n').includes(line), line);
     }
     assert.match(text, /^weft_registry_contact_age_seconds 4(\.\d+)?$/m);
+    assert.doesNotMatch(text, /bad_vtep_mac/, 'a reason that is gone leaves the gauge');
     for (const name of text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/[{ ]/)[0]!)) {
       assert.match(name, /^weft_[a-z0-9_]+$/, 'Prometheus naming');
     }

@@ -48,6 +48,11 @@ class Series implements Family {
     this.#values.set(labelText(labels), { labels, value });
   }
 
+  /** Forgets the series whose labels `match` (a gauge of reasons that are gone). */
+  drop(match: (labels: Labels) => boolean): void {
+    for (const [key, { labels }] of this.#values) if (match(labels)) this.#values.delete(key);
+  }
+
   render(): string[] {
     return [...this.#values.values()].map(({ labels, value }) => `${this.name}${labelText(labels)} ${number(value)}`);
   }
@@ -118,7 +123,7 @@ export class Metrics {
     const reachable = series('weft_registry_reachable', 'Whether the registry answered the last request (1) or not (0).', 'gauge');
     const errors = series('weft_registry_errors_total', 'Failed registry requests, by error code.', 'counter');
     const restarts = series('weft_watch_restarts_total', 'List-and-watch restarts, by reason (compacted: etcd compaction or Kubernetes 410; broken: the stream failed).', 'counter');
-    const peers = series('weft_peers', 'Peers by address family and state (programmed in the kernel, or refused).', 'gauge');
+    const peers = series('weft_peers', 'Peers by address family and state (programmed in the kernel, or refused, with the reason\'s code).', 'gauge');
     const writes = series('weft_kernel_writes_total', 'Kernel writes (routes, neighbours, FDB entries), by kind, operation and result.', 'counter');
     const repairs = series('weft_drift_repairs_total', 'Kernel state put back after it departed from the leases, by kind.', 'counter');
     const applied = histogram('weft_lease_event_to_kernel_seconds', 'Time from a batch of lease events to its kernel entries written.');
@@ -144,8 +149,10 @@ export class Metrics {
     on.push(subscribe('registry.error', (m) => errors.add({ code: m.code })));
     on.push(subscribe('watch.restart', (m) => restarts.add({ reason: m.reason })));
     on.push(subscribe('peers', (m) => {
-      peers.set({ family: `ipv${m.family}`, state: 'programmed' }, m.programmed);
-      peers.set({ family: `ipv${m.family}`, state: 'refused' }, m.refused);
+      const family = `ipv${m.family}`;
+      peers.set({ family, state: 'programmed' }, m.programmed);
+      peers.drop((l) => l['family'] === family && l['state'] === 'refused');
+      for (const [reason, n] of Object.entries(m.refused)) peers.set({ family, state: 'refused', reason }, n);
     }));
     on.push(subscribe('kernel.write', (m) => writes.add({ kind: m.kind, op: m.op, result: m.ok ? 'ok' : 'failed' })));
     on.push(subscribe('repair', (m) => repairs.add({ kind: m.kind })));

@@ -50,7 +50,7 @@ export const hostGwBackend: BackendFactory = {
               return programFamilies(lease, planes, (l, plane) => {
                 const gateway = publicIpOf(l.attrs, plane.family)!;
                 if (!connected.get(plane.family)?.some((c) => containsIp(c, gateway))) {
-                  return { refused: `its public IP ${formatIp(gateway)} is not on a subnet of ${ext.name}; host-gw needs peers on the same L2 segment` };
+                  return { code: 'not_on_segment', refused: `its public IP ${formatIp(gateway)} is not on a subnet of ${ext.name}; host-gw needs peers on the same L2 segment` };
                 }
                 return { neighbours: [], fdb: [], routes: [{ dst: subnetOf(l.subnet, plane.family)!, gateway, index: ext.index }] };
               });

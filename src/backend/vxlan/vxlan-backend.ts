@@ -130,7 +130,7 @@ class VxlanNetwork implements Network {
     }
     const data = backendDataOf(lease.attrs, plane.family);
     const mac = vtepMac(data);
-    if (!mac) return { refused: `its ${plane.family === 4 ? 'BackendData' : 'BackendV6Data'} has no valid VtepMAC: ${data ?? 'none'}` };
+    if (!mac) return { code: 'bad_vtep_mac', refused: `its ${plane.family === 4 ? 'BackendData' : 'BackendV6Data'} has no valid VtepMAC: ${data ?? 'none'}` };
     const index = device.index!;
     return {
       neighbours: [{ index, ip: subnet.ip, mac }],
