@@ -5,9 +5,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Cluster, type ClusterNode, weftBin } from '../testing/cluster.js';
-import { createNetns, deleteNetns, ipJson, netnsSkipReason, nsExec, nsName } from '../testing/netns.js';
+import { createNetns, deleteNetns, ipJson, netnsSkipReason, nsExec, nsName, spawnInNetns, stopProcess } from '../testing/netns.js';
 import { waitUntil } from '../testing/wait.js';
 
 const skip = netnsSkipReason();
@@ -96,4 +98,32 @@ test('doctor without an agent: forwarding and firewalls that drop forwarded pod 
   await nsExec(ns, 'iptables', ['-P', 'FORWARD', 'ACCEPT']);
   await nsExec(ns, 'nft', ['-f', '-'], { input: 'table inet firewall {\n  chain forwarding {\n    type filter hook forward priority 0; policy drop;\n  }\n}\n' });
   assert.deepEqual((await doctor(ns, args)).failed, ['forward chain'], 'another nftables table drops forwarded traffic');
+});
+
+test('doctor: IPv6 forwarding on a node with an IPv6 subnet, and checksum offload on a vxlan device behind NAT', { skip, timeout: 60_000 }, async (t) => {
+  const ns = nsName('doc');
+  await createNetns(ns);
+  const dir = await mkdtemp(join(tmpdir(), 'weft-doctor-'));
+  // An agent's report, served as the agent serves it: this node publishes 198.51.100.50, which no
+  // interface here has (NAT), and runs vxlan.
+  const report = { version: '0', registry: { kind: 'etcd', endpoints: [], healthy: true, reason: 'lease held' }, lease: { subnets: '198.18.1.0/24,2001:db8:1800:1::/64', publicIp: '198.51.100.50', backend: 'vxlan' }, peers: [] };
+  const server = spawnInNetns(ns, process.execPath, ['-e', `require('node:http').createServer((q, s) => s.end(${JSON.stringify(JSON.stringify(report))})).listen(8471, '127.0.0.1', () => console.log('up'))`]);
+  t.after(async () => {
+    await stopProcess(server, 'SIGKILL');
+    await deleteNetns(ns);
+    await rm(dir, { recursive: true, force: true });
+  });
+  await new Promise<void>((resolve) => server.stdout!.once('data', () => resolve()));
+  const env = join(dir, 'subnet.env');
+  await writeFile(env, 'FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.1.1/24\nFLANNEL_IPV6_NETWORK=2001:db8:1800::/56\nFLANNEL_IPV6_SUBNET=2001:db8:1800:1::1/64\nFLANNEL_MTU=1430\nFLANNEL_IPMASQ=true\n');
+  await nsExec(ns, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+  await nsExec(ns, 'ip', ['link', 'add', 'flannel.1', 'mtu', '1450', 'type', 'vxlan', 'id', '1', 'dstport', '8472']);
+  const args = [`--subnet-file=${env}`, '--healthz-port=8471'];
+  const failedOf = async (check: string): Promise<boolean> => (await doctor(ns, args)).failed.includes(check);
+  assert.equal(await failedOf('ipv6 forwarding'), true, 'a new namespace does not forward IPv6');
+  await nsExec(ns, 'sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
+  assert.equal(await failedOf('ipv6 forwarding'), false);
+  assert.equal(await failedOf('checksum offload'), true, 'behind NAT with tx-checksum-ip-generic on');
+  await nsExec(ns, 'ethtool', ['-K', 'flannel.1', 'tx-checksum-ip-generic', 'off']);
+  assert.equal(await failedOf('checksum offload'), false);
 });
