@@ -8,7 +8,7 @@ COPY package.json package-lock.json Makefile tsconfig.json ./
 COPY bin ./bin
 COPY src ./src
 COPY bench ./bench
-RUN make node deps build
+RUN make node deps build cni-plugin
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends iptables iproute2 systemd && rm -rf /var/lib/apt/lists/*

@@ -8,7 +8,7 @@ export PATH := $(NODE_BIN):$(PATH)
 DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl ethtool
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
-.PHONY: setup deb node kubectl deps build lint test bench demo demo-down install-cni clean
+.PHONY: setup deb node kubectl deps build cni-plugin lint test bench demo demo-down install-cni clean
 
 setup: deb node kubectl deps build
 
@@ -55,7 +55,11 @@ build: deps
 lint: build
 	npx eslint --max-warnings=0 src bench
 
-test: setup lint
+# The host's CNI plugin as one self-contained executable (src/deploy/cni-plugin.ts): dist/cni/flannel.
+cni-plugin: build
+	@node dist/src/deploy/cni-plugin.js 2>dist/cni-plugin.log || { cat dist/cni-plugin.log >&2; exit 1; }
+
+test: setup lint cni-plugin
 	FLANNEL_NETNS_TESTS=1 node --test --test-concurrency=2 $(TEST_FILES)
 
 bench: setup

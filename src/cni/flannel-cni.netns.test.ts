@@ -33,7 +33,10 @@ function cni(ns: string | undefined, env: Record<string, string>, stdin: string)
   });
 }
 
-test('ADD, CHECK, DEL, STATUS, GC, VERSION and errors against the real bridge and host-local plugins', { skip, timeout: 120_000 }, async (t) => {
+// The plugin as installed by `make install-cni` (bin/weft) and as the DaemonSet installs it on a
+// host: one self-contained executable (make cni-plugin, which make test runs first).
+const singleFile = fileURLToPath(new URL('../../cni/flannel', import.meta.url));
+for (const [label, plugin] of [['bin/weft', weft], ['the single-file plugin', singleFile]] as const) test(`${label}: ADD, CHECK, DEL, STATUS, GC, VERSION and errors against the real bridge and host-local plugins`, { skip, timeout: 120_000 }, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'weft-cni-'));
   const node = nsName('cn');
   const pod = nsName('cp');
@@ -45,7 +48,7 @@ test('ADD, CHECK, DEL, STATUS, GC, VERSION and errors against the real bridge an
   for (const ns of [node, pod, pod2]) await createNetns(ns);
   const bin = join(dir, 'bin');
   await nsExec(node, 'mkdir', ['-p', bin]);
-  await symlink(weft, join(bin, 'flannel'));
+  await symlink(plugin, join(bin, 'flannel'));
   const subnetFile = join(dir, 'subnet.env');
   const dataDir = join(dir, 'state');
   const netconf = (version = '0.3.1', extra = {}) =>

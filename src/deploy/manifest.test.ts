@@ -54,7 +54,7 @@ test('the DaemonSet: host network, CNI installed by init containers, only the ca
   const flags = parseFlags(agentFlags, args, {});
   assert.equal(flags.values['kube-subnet-mgr'], true);
   assert.equal(flags.values['healthz-port'], 8471);
-  assert.deepEqual(at(agent, 'securityContext'), { privileged: false, capabilities: { add: ['NET_ADMIN', 'NET_RAW'] } });
+  assert.deepEqual(at(agent, 'securityContext'), { privileged: false, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW'] } });
   assert.equal(at(agent, 'livenessProbe', 'httpGet', 'path'), '/healthz');
   assert.equal(at(agent, 'livenessProbe', 'httpGet', 'port'), flags.values['healthz-port']);
   assert.equal(at(agent, 'readinessProbe', 'httpGet', 'path'), '/readyz');
@@ -62,4 +62,25 @@ test('the DaemonSet: host network, CNI installed by init containers, only the ca
   assert.equal(env.find((e) => e.name === 'NODE_NAME')?.valueFrom?.fieldRef?.fieldPath, 'spec.nodeName');
   const mounts = JSON.stringify(agent!['volumeMounts']);
   assert.match(mounts, /"\/run\/flannel"/, 'writes subnet.env where the CNI plugin reads it');
+});
+
+test('hardened: the host gets only /opt/cni/bin and /etc/cni/net.d, init containers hold no capability, the agent has a memory limit', () => {
+  const pod = at(one('DaemonSet'), 'spec', 'template', 'spec') as Record<string, unknown>;
+  const volumes = pod['volumes'] as Array<{ name: string; hostPath?: { path: string } }>;
+  const hostPaths = Object.fromEntries(volumes.filter((v) => v.hostPath).map((v) => [v.name, v.hostPath!.path]));
+  assert.ok(!Object.values(hostPaths).includes('/opt'), 'not all of /opt');
+  const inits = pod['initContainers'] as Array<Record<string, unknown>>;
+  for (const init of inits) {
+    assert.deepEqual(at(init, 'securityContext'), { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } }, String(init['name']));
+    const mounted = (init['volumeMounts'] as Array<{ name: string }>).map((m) => hostPaths[m.name]).filter(Boolean);
+    for (const path of mounted) assert.ok(path === '/opt/cni/bin' || path === '/etc/cni/net.d', `${String(init['name'])} mounts ${path}`);
+  }
+  assert.match(JSON.stringify(inits), /\/opt\/weft\/dist\/cni\/flannel /, 'installs the single-file plugin');
+  const [agent] = pod['containers'] as Array<Record<string, unknown>>;
+  const limit = String(at(agent, 'resources', 'limits', 'memory'));
+  const mib = Number(/^(\d+)Mi$/.exec(limit)?.[1]);
+  // Peak resident memory measured with 1000 peers: 71.2 MB (dual-stack), docs/benchmarks.md.
+  assert.ok(mib * 1.048576 >= 71.2 * 1.5, `memory limit ${limit} leaves headroom over the measured peak`);
+  const args = agent!['args'] as string[];
+  assert.equal(parseFlags(agentFlags, args, {}).values['healthz-ip'], '127.0.0.1');
 });
