@@ -9,7 +9,7 @@ import type { Lease, LeaseAttrs, LeaseEvent } from '../lease/lease.js';
 import type { Netlink } from '../netlink/netlink.js';
 import type { ExternalInterface } from './external-interface.js';
 import type { FamilyPlane } from './family-plane.js';
-import type { PeerStatus } from './reconciler.js';
+import type { PeerStatus } from './peer-report.js';
 
 export interface BackendDeps {
   readonly netlink: Netlink;

@@ -31,23 +31,11 @@ import { type Lease, type LeaseEvent, formatSubnetPair } from '../lease/lease.js
 import { formatSubnetKey } from '../lease/subnet-key.js';
 import type { FdbSpec, NeighbourInfo, Netlink, RouteInfo } from '../netlink/netlink.js';
 import {
-  type ChangeScope, DesiredState, type EntryIndex, type FamilyRefusal, type PeerProgram, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
+  type ChangeScope, DesiredState, type EntryIndex, type PeerProgram, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
 } from './desired-state.js';
 import { type Refusal, isRefusal } from './lease-program.js';
+import { type KnownPeer, type PeerStatus, type RefusedPeer, peerCounts, peerStatus } from './peer-report.js';
 
-/** One peer lease as `weft status` shows it. */
-export interface PeerStatus {
-  readonly subnet: string;
-  readonly publicIp: string;
-  readonly publicIpv6?: string;
-  readonly backend?: string;
-  /** `pending` until the first full pass has written it. */
-  readonly state: 'programmed' | 'refused' | 'pending';
-  /** Why it is refused, or which family of it is (a dual-stack lease may be half usable). */
-  readonly reason?: string;
-  /** When its state last changed (ms since the epoch). */
-  readonly since: number;
-}
 
 /** What a backend tells the reconciler. */
 export interface ReconcileScope extends ChangeScope {
@@ -76,11 +64,11 @@ export class Reconciler {
   readonly #scope: ReconcileScope;
   readonly #debounceMs: number;
   readonly #periodMs: number;
-  readonly #peers = new Map<string, { lease: Lease; program: PeerProgram; since: number }>();
+  readonly #peers = new Map<string, KnownPeer>();
   /** The entries of all programs in #peers. */
   readonly #desired = new DesiredState();
   /** Leases refused, whole or in part, with the reason (logged once per reason) and since when. */
-  readonly #refused = new Map<string, { reason: string; lease: Lease; whole: boolean; families: readonly FamilyRefusal[]; since: number }>();
+  readonly #refused = new Map<string, RefusedPeer>();
   #synced = false;
   /** Set by a failed kernel write; the run loop then schedules a full reconcile with backoff. */
   #writeFailed = false;
@@ -296,15 +284,7 @@ export class Reconciler {
 
   /** Peers programmed, and refused by reason, per family, for the metrics. */
   #publishPeers(): void {
-    for (const family of this.#scope.families) {
-      let programmed = 0;
-      for (const { program } of this.#peers.values()) if (program.routes.some((r) => r.dst.ip.family === family)) programmed++;
-      const refused: Record<string, number> = {};
-      for (const { families } of this.#refused.values()) {
-        for (const f of families) if (f.family === family) refused[f.code] = (refused[f.code] ?? 0) + 1;
-      }
-      publish('peers', { family, programmed, refused });
-    }
+    for (const counts of peerCounts(this.#scope.families, this.#peers, this.#refused)) publish('peers', counts);
   }
 
   /**
@@ -338,19 +318,7 @@ export class Reconciler {
 
   /** Every peer lease it knows, programmed or refused, for `weft status`. */
   status(): PeerStatus[] {
-    const out: PeerStatus[] = [];
-    const describe = (lease: Lease): Pick<PeerStatus, 'subnet' | 'publicIp' | 'publicIpv6' | 'backend'> => ({
-      subnet: formatSubnetPair(lease.subnet),
-      publicIp: formatIp(lease.attrs.publicIp),
-      ...(lease.attrs.publicIpv6 ? { publicIpv6: formatIp(lease.attrs.publicIpv6) } : {}),
-      ...(lease.attrs.backendType ? { backend: lease.attrs.backendType } : {}),
-    });
-    for (const [key, { lease, since }] of this.#peers) {
-      const partial = this.#refused.get(key);
-      out.push({ ...describe(lease), state: this.#synced ? 'programmed' : 'pending', ...(partial ? { reason: partial.reason } : {}), since });
-    }
-    for (const { lease, reason, whole, since } of this.#refused.values()) if (whole) out.push({ ...describe(lease), state: 'refused', reason, since });
-    return out.sort((a, b) => a.subnet.localeCompare(b.subnet));
+    return peerStatus(this.#peers, this.#refused, this.#synced);
   }
 
   #setPeer(key: string, lease: Lease, program: PeerProgram): void {

@@ -2,7 +2,7 @@
  * What the agent tells `weft status` (served as JSON on its health server's `/status`), and how a
  * person reads it. Pure: the agent builds the report, the command prints it.
  */
-import type { PeerStatus } from '../backend/reconciler.js';
+import type { PeerStatus } from '../backend/peer-report.js';
 
 export interface StatusReport {
   readonly version: string;

@@ -13,7 +13,8 @@ import type { BackendDeps, BackendFactory, Network } from '../backend.js';
 import type { PeerProgram } from '../desired-state.js';
 import { type FamilyPlane, withLease } from '../family-plane.js';
 import { type Refusal, programFamilies } from '../lease-program.js';
-import { type PeerStatus, Reconciler, inClusterScope } from '../reconciler.js';
+import type { PeerStatus } from '../peer-report.js';
+import { Reconciler, inClusterScope } from '../reconciler.js';
 import { type VxlanConfig, parseVxlanConfig } from './vxlan-config.js';
 import { VxlanDevice } from './vxlan-device.js';
 
