@@ -8,7 +8,7 @@ export PATH := $(NODE_BIN):$(PATH)
 DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl ethtool
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
-.PHONY: setup deb node kubectl deps build cni-plugin lint test bench demo demo-down install-cni clean
+.PHONY: setup deb node kubectl deps build cni-plugin image lint test bench demo demo-down install-cni clean
 
 setup: deb node kubectl deps build
 
@@ -58,6 +58,14 @@ lint: build
 # The host's CNI plugin as one self-contained executable (src/deploy/cni-plugin.ts): dist/cni/flannel.
 cni-plugin: build
 	@node dist/src/deploy/cni-plugin.js 2>dist/cni-plugin.log || { cat dist/cni-plugin.log >&2; exit 1; }
+
+# The container image, with buildah from a debootstrap base (deploy/build-image.sh); its tools are
+# installed here rather than by setup, which the tests need.
+IMAGE_PACKAGES := buildah debootstrap
+image: setup cni-plugin
+	@for p in $(IMAGE_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; fi
+	deploy/build-image.sh
 
 test: setup lint cni-plugin
 	FLANNEL_NETNS_TESTS=1 node --test --test-concurrency=2 $(TEST_FILES)

@@ -1,6 +1,7 @@
 /**
- * Builds the CNI plugin that the DaemonSet's init container copies to the host's /opt/cni/bin:
- * one file that needs nothing else on the host, as flannel's Go plugin. The plugin's code
+ * Builds weft as one executable: the CNI plugin that the DaemonSet's init container copies to the
+ * host's /opt/cni/bin (one file that needs nothing else on the host, as flannel's Go plugin), and
+ * under other names the image's `weft` and `flanneld` (src/cni/single-file-main.ts). The plugin's code
  * (dist/src/cni and what it imports: subnet-env, ip, json, core) is bundled into one CommonJS file
  * with esbuild, and that file is made a Node single executable application (the pinned Node binary
  * with the code injected by postject). Run by `make cni-plugin`; writes dist/cni/flannel.
@@ -41,8 +42,11 @@ export async function buildCniPlugin(): Promise<string> {
   const seaConfig = join(out, 'sea.json');
   const blob = join(out, 'flannel.blob');
   // The code cache makes the plugin start without compiling its code first.
-  await writeFile(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }));
-  await promisify(execFile)(process.execPath, ['--experimental-sea-config', seaConfig]);
+  // The agent's Node flags (bin/weft's), for when the executable runs the agent in the image.
+  const execArgv = ['--no-maglev', '--no-turbofan', '--max-semi-space-size=1', '--optimize-for-size', '--expose-gc'];
+  await writeFile(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, execArgv }));
+  // The code cache is made under the same V8 flags it is used with, or V8 rejects it at start.
+  await promisify(execFile)(process.execPath, [...execArgv, '--experimental-sea-config', seaConfig]);
   const plugin = join(out, 'flannel');
   await copyFile(process.execPath, plugin);
   await chmod(plugin, 0o755);

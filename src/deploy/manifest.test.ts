@@ -75,7 +75,7 @@ test('hardened: the host gets only /opt/cni/bin and /etc/cni/net.d, init contain
     const mounted = (init['volumeMounts'] as Array<{ name: string }>).map((m) => hostPaths[m.name]).filter(Boolean);
     for (const path of mounted) assert.ok(path === '/opt/cni/bin' || path === '/etc/cni/net.d', `${String(init['name'])} mounts ${path}`);
   }
-  assert.match(JSON.stringify(inits), /\/opt\/weft\/dist\/cni\/flannel /, 'installs the single-file plugin');
+  assert.match(JSON.stringify(inits), /cp -f \/opt\/weft\/bin\/flannel \/host\/opt\/cni\/bin\//, 'installs the single-file plugin');
   const [agent] = pod['containers'] as Array<Record<string, unknown>>;
   const limit = String(at(agent, 'resources', 'limits', 'memory'));
   const mib = Number(/^(\d+)Mi$/.exec(limit)?.[1]);

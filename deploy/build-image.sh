@@ -1,0 +1,55 @@
+#!/bin/sh
+# `make image`: weft's container image, built with buildah from a Debian base that debootstrap
+# makes (no registry involved), saved as an OCI archive under dist/. The runtime image holds the
+# single executable (dist/cni/flannel: Node and the CNI plugin in one file, also the image's weft
+# and flanneld), weft's runtime JavaScript, its production dependencies, and iptables, nftables
+# and iproute2: no compiler, no TypeScript, no devDependencies, no systemd.
+set -eu
+cd "$(dirname "$0")/.."
+version=$(node -p "require('./package.json').version")
+tag="localhost/weft:v$version"
+work=${WEFT_IMAGE_WORK:-/var/tmp/weft-image}
+rootfs="$work/rootfs-bookworm"
+start=$(date +%s)
+
+# The base: Debian's minimal system with the agent's tools, cached between builds; what a running
+# agent never reads (package lists and caches, documentation, locales, iconv's charset modules, the
+# time zone database: Node carries its own) is left out.
+if [ ! -f "$work/rootfs-bookworm.done" ]; then
+  rm -rf "$rootfs"
+  mkdir -p "$work"
+  debootstrap --variant=minbase --include=iptables,nftables,iproute2 bookworm "$rootfs" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/cache/debconf/*-old "$rootfs"/var/log/* \
+    "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/* \
+    "$rootfs"/usr/lib/*-linux-gnu/gconv "$rootfs"/usr/share/zoneinfo
+  touch "$work/rootfs-bookworm.done"
+fi
+
+stage="$work/stage"
+rm -rf "$stage"
+mkdir -p "$stage/opt/weft/bin"
+cp dist/cni/flannel "$stage/opt/weft/bin/flannel"
+ln -s flannel "$stage/opt/weft/bin/flanneld"
+ln -s flannel "$stage/opt/weft/bin/weft"
+# The agent's JavaScript, without tests, test tools, the demo and the build scripts.
+(cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*') |
+  while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
+cp package.json package-lock.json "$stage/opt/weft/"
+(cd "$stage/opt/weft" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error && rm package-lock.json)
+# Prebuilt addons for other machines are not needed on this one.
+find "$stage/opt/weft/node_modules/netlink/prebuilds" -mindepth 1 -maxdepth 1 ! -name "linux-$(uname -m | sed 's/x86_64/x64/;s/aarch64/arm64/')" -exec rm -rf {} +
+
+ctr=$(buildah from scratch)
+trap 'buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT
+buildah add --quiet "$ctr" "$rootfs" /
+buildah add --quiet "$ctr" "$stage/opt" /opt
+buildah config --entrypoint '["/opt/weft/bin/flanneld"]' --cmd '' --workingdir / \
+  --label "org.opencontainers.image.title=weft" --label "org.opencontainers.image.version=$version" "$ctr"
+buildah commit --quiet --rm "$ctr" "$tag" >/dev/null
+trap - EXIT
+mkdir -p dist
+rm -f "dist/weft-v$version.oci.tar"
+buildah push --quiet "$tag" "oci-archive:dist/weft-v$version.oci.tar:weft:v$version"
+size=$(buildah inspect --type image --format '{{.Docker.Size}}' "$tag" 2>/dev/null || echo '?')
+echo "built $tag in $(($(date +%s) - start)) s: dist/weft-v$version.oci.tar ($(du -m "dist/weft-v$version.oci.tar" | cut -f1) MB archive)"
+buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag"
