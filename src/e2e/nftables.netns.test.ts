@@ -22,7 +22,10 @@ async function sourceSeen(serverNs: string, ip: string, clientNs: string): Promi
       server.once('exit', (code) => reject(new Error(`server exited ${code}`)));
     });
     const client = `const s = require('node:net').connect(${p}, '${ip}'); let d = ''; s.on('data', (c) => (d += c)); s.on('end', () => process.stdout.write(d)); setTimeout(() => process.exit(2), 5000).unref();`;
-    return (await nsExec(clientNs, process.execPath, ['-e', client])).trim();
+    // A first connection can be refused while the new server's address settles; a second is not.
+    let seen = '';
+    await waitUntil(`a connection to ${ip}:${p}`, async () => (seen = (await nsExec(clientNs, process.execPath, ['-e', client]).catch(() => '')).trim()) !== '', 15_000);
+    return seen;
   } finally {
     await stopProcess(server, 'SIGKILL');
   }

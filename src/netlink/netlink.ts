@@ -112,9 +112,10 @@ export interface Netlink {
   /**
    * `net.ipv6.conf.<name>.accept_ra = 0`: no router advertisement may give the device addresses
    * or routes (flannel sets it on its vxlan devices). A sysctl rather than a netlink message, but
-   * a property of the link all the same.
+   * a property of the link all the same. False when the sysctl cannot be written (a container's
+   * read-only /proc/sys): the caller says so, and goes on.
    */
-  refuseRouterAdvertisements(name: string): Promise<void>;
+  refuseRouterAdvertisements(name: string): Promise<boolean>;
 
   addresses(options?: { index?: number; family?: Family }): Promise<AddressInfo[]>;
   addAddress(index: number, ip: IpAddr, prefix: number): Promise<void>;

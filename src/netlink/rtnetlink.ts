@@ -129,13 +129,17 @@ export class RtNetlink implements Netlink {
     }
   }
 
-  async refuseRouterAdvertisements(name: string): Promise<void> {
+  async refuseRouterAdvertisements(name: string): Promise<boolean> {
     if (!/^[a-zA-Z0-9_.-]{1,15}$/.test(name)) throw new Error(`invalid device name ${JSON.stringify(name)}`);
     try {
       await writeFile(`/proc/sys/net/ipv6/conf/${name}/accept_ra`, '0');
+      return true;
     } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
       // No IPv6 on this host (or none on the device): no router advertisement can reach it either.
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      if (code === 'ENOENT') return true;
+      if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM') return false;
+      throw err;
     }
   }
 

@@ -75,8 +75,9 @@ export class FakeNetlink implements Netlink {
   /** Devices told to refuse router advertisements. */
   readonly noRouterAdvertisements = new Set<string>();
 
-  async refuseRouterAdvertisements(name: string): Promise<void> {
+  async refuseRouterAdvertisements(name: string): Promise<boolean> {
     this.noRouterAdvertisements.add(name);
+    return true;
   }
 
   async setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void> {

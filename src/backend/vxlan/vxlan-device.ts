@@ -31,6 +31,7 @@ export class VxlanDevice {
   readonly #o: VxlanDeviceOptions;
   #link: LinkInfo | undefined;
   #mac: string | undefined;
+  #raWarned = false;
   /** Connected subnets of the external interface in this family, for DirectRouting. */
   underlaySubnets: Cidr[] = [];
 
@@ -77,7 +78,10 @@ export class VxlanDevice {
   async configure(subnet: Cidr | undefined): Promise<void> {
     const nl = this.#o.netlink;
     const link = this.#link!;
-    await nl.refuseRouterAdvertisements(this.name);
+    if (!(await nl.refuseRouterAdvertisements(this.name)) && !this.#raWarned) {
+      this.#raWarned = true;
+      this.#o.log.warn({ device: this.name }, 'cannot set accept_ra to 0 (read-only /proc/sys, as in an unprivileged container): router advertisements are not refused on this device');
+    }
     if (subnet) {
       const bits = familyBits(this.family);
       for (const a of await nl.addresses({ index: link.index, family: this.family })) {
