@@ -67,11 +67,12 @@ image: setup cni-plugin
 test: setup lint cni-plugin image
 	FLANNEL_NETNS_TESTS=1 node --test --test-concurrency=2 $(TEST_FILES)
 
-bench: setup
+bench: setup image
 	node dist/bench/run.js
 	node dist/bench/kube-client-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/agent-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/traffic-bench.js
+	FLANNEL_NETNS_TESTS=1 node dist/bench/containerd-bench.js
 
 demo: setup
 	node dist/src/demo/demo.js up
