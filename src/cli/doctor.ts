@@ -39,7 +39,7 @@ const run = async (cmd: string, args: readonly string[]): Promise<string> => {
 
 const ruleLines = (save: string): number => save.split('\n').filter((l) => l.startsWith('-A ')).length;
 
-export async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
+async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
   const env = await readSubnetEnv(o.subnetFile).catch(() => undefined);
   const hasEnv = env !== undefined && (env.subnet !== undefined || env.ipv6Subnet !== undefined);
   let status: StatusReport | undefined;

@@ -32,7 +32,7 @@ export interface DelegateLimits {
 }
 
 /** More output than any CNI result needs: a delegate printing more is broken. */
-export const maxDelegateOutput = 4 * 2 ** 20;
+const maxDelegateOutput = 4 * 2 ** 20;
 
 /**
  * Runs the plugin with `command` and `stdin`; rejects with the delegate's own CNI error (code,

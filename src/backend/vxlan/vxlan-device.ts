@@ -21,7 +21,7 @@ export interface VxlanDeviceOptions {
   readonly previousMac?: string;
 }
 
-export function vxlanDeviceName(family: Family, vni: number): string {
+function vxlanDeviceName(family: Family, vni: number): string {
   return family === 4 ? `flannel.${vni}` : `flannel-v6.${vni}`;
 }
 
