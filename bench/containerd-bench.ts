@@ -6,10 +6,10 @@
  */
 import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ContainerdNode } from '../src/testing/containerd-node.js';
-import { createNetns, deleteNetns, netnsSkipReason, nsExec, nsName, sh } from '../src/testing/netns.js';
+import { ContainerdNode, busyboxArchive, ensureCniMountPoints } from '../src/testing/containerd-node.js';
+import { createNetns, deleteNetns, netnsSkipReason, nsExec, nsName } from '../src/testing/netns.js';
 
 const runs = Math.max(5, Number(process.env['BENCH_RUNS'] ?? 5) * 3);
 const say = (line = ''): void => void process.stdout.write(line + '\n');
@@ -27,26 +27,12 @@ async function main(): Promise<void> {
   const made: string[] = [];
   let runtime: ContainerdNode | undefined;
   try {
-    for (const p of ['/etc/cni/net.d', '/opt/cni/bin', '/var/lib/cni', '/run/flannel']) {
-      if (await stat(p).then(() => true, () => false)) continue;
-      let top = p;
-      while (!(await stat(dirname(top)).then(() => true, () => false))) top = dirname(top);
-      await mkdir(p, { recursive: true });
-      made.push(top);
-    }
+    made.push(...(await ensureCniMountPoints()));
     await createNetns(ns);
     runtime = await ContainerdNode.start(ns, join(dir, 'containerd'));
     await runtime.ctr(['images', 'import', archive]);
-    const root = join(dir, 'busybox-root');
-    await mkdir(join(root, 'bin'), { recursive: true });
-    await copyFile('/usr/bin/busybox', join(root, 'bin', 'busybox'));
-    await sh('ln', ['-s', 'busybox', join(root, 'bin', 'true')]);
-    const ctr = (await sh('buildah', ['from', 'scratch'])).trim();
-    await sh('buildah', ['add', '--quiet', ctr, root, '/']);
-    await sh('buildah', ['commit', '--quiet', '--rm', ctr, 'localhost/weft-bench-busybox:1']);
-    await sh('buildah', ['push', '--quiet', 'localhost/weft-bench-busybox:1', `oci-archive:${join(dir, 'bb.tar')}:busybox:bench`]);
-    await sh('buildah', ['rmi', 'localhost/weft-bench-busybox:1']);
-    await runtime.ctr(['images', 'import', join(dir, 'bb.tar')]);
+    const busybox = await busyboxArchive(dir, 'busybox:bench', ['true']);
+    await runtime.ctr(['images', 'import', busybox]);
     const cni = { netd: join(dir, 'net.d'), bin: join(dir, 'bin'), varlib: join(dir, 'var-lib-cni'), run: join(dir, 'run') };
     for (const d of Object.values(cni)) await mkdir(d, { recursive: true });
     await runtime.ctr(['run', '--rm', '--mount', `type=bind,src=${cni.bin},dst=/host/opt/cni/bin,options=rbind:rw`, `weft:v${pkg.version}`, 'install', 'cp', '/opt/weft/bin/flannel', '/host/opt/cni/bin/flannel']);

@@ -7,7 +7,7 @@ import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
 import type { Lease } from '../lease/lease.js';
 import type { ExternalInterface } from './external-interface.js';
-import { familyPlanes, withLease } from './family-plane.js';
+import { type FamilyPlane, familyPlanes, withLease } from './family-plane.js';
 import { isRefusal, programFamilies } from './lease-program.js';
 import { peerProblem } from './peer-checks.js';
 
@@ -45,7 +45,7 @@ test('a family without a network or an address is a configuration error naming t
 });
 
 test('IPv6 peer checks: the same rules as IPv4, with IPv6\'s special addresses', () => {
-  const [v4, v6] = withLease(familyPlanes(dual, ext), own) as [never, Parameters<typeof peerProblem>[1]];
+  const [v4, v6] = withLease(familyPlanes(dual, ext), own) as [FamilyPlane, FamilyPlane];
   assert.equal(peerProblem(lease(2), v4), undefined);
   assert.equal(peerProblem(lease(2), v6), undefined);
   const bad: Array<[Lease, RegExp]> = [

@@ -10,53 +10,18 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { Cluster, type ClusterNode, switchIp } from '../testing/cluster.js';
-import { ContainerdNode } from '../testing/containerd-node.js';
-import { netnsSkipReason, sh } from '../testing/netns.js';
+import { ContainerdNode, busyboxArchive, ensureCniMountPoints } from '../testing/containerd-node.js';
+import { netnsSkipReason } from '../testing/netns.js';
 import { waitUntil } from '../testing/wait.js';
 
 const skip = netnsSkipReason();
 const pkg = JSON.parse(await readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
 const image = `weft:v${pkg.version}`;
 const archive = fileURLToPath(new URL(`../../weft-v${pkg.version}.oci.tar`, import.meta.url));
-
-/** The standard CNI paths must exist to be mounted over; the ones made here are removed afterwards. */
-async function ensureDirs(paths: readonly string[]): Promise<string[]> {
-  const exists = (p: string): Promise<boolean> => stat(p).then(() => true, () => false);
-  const made: string[] = [];
-  for (const p of paths) {
-    if (await exists(p)) continue;
-    // The topmost directory that mkdir -p makes is the one to remove.
-    let top = p;
-    while (!(await exists(dirname(top)))) top = dirname(top);
-    await mkdir(p, { recursive: true });
-    made.push(top);
-  }
-  return made;
-}
-
-/** A tiny image for test containers: Debian's busybox-static, nothing else. */
-async function busyboxArchive(dir: string): Promise<string> {
-  const root = join(dir, 'busybox-root');
-  await mkdir(join(root, 'bin'), { recursive: true });
-  await copyFile('/usr/bin/busybox', join(root, 'bin', 'busybox'));
-  for (const tool of ['sh', 'ping', 'ip', 'sleep']) await sh('ln', ['-s', 'busybox', join(root, 'bin', tool)]);
-  const ctr = (await sh('buildah', ['from', 'scratch'])).trim();
-  try {
-    await sh('buildah', ['add', '--quiet', ctr, root, '/']);
-    await sh('buildah', ['commit', '--quiet', '--rm', ctr, 'localhost/weft-test-busybox:1']);
-  } catch (err) {
-    await sh('buildah', ['rm', ctr]).catch(() => undefined);
-    throw err;
-  }
-  const out = join(dir, 'busybox.oci.tar');
-  await sh('buildah', ['push', '--quiet', 'localhost/weft-test-busybox:1', `oci-archive:${out}:busybox:test`]);
-  await sh('buildah', ['rmi', 'localhost/weft-test-busybox:1']).catch(() => undefined);
-  return out;
-}
 
 test('containerd: agents from the image, the plugin installed from it, containers on two nodes reach each other, DEL frees the address', { skip, timeout: 300_000 }, async (t) => {
   await stat(archive).catch(() => assert.fail(`${archive} is missing: make test builds it with make image`));
@@ -70,7 +35,7 @@ test('containerd: agents from the image, the plugin installed from it, container
     for (const p of made.reverse()) await rm(p, { recursive: true, force: true });
     await rm(dir, { recursive: true, force: true });
   });
-  made = await ensureDirs(['/etc/cni/net.d', '/opt/cni/bin', '/var/lib/cni', '/run/flannel']);
+  made = await ensureCniMountPoints();
   // The DaemonSet's ConfigMap and its init containers' commands, from the manifest itself.
   const manifest = parseAllDocuments(await readFile(new URL('../../../deploy/kube-weft.yml', import.meta.url), 'utf8')).map((d) => d.toJS() as Record<string, unknown>);
   const configMap = manifest.find((d) => d['kind'] === 'ConfigMap') as { data: Record<string, string> };
@@ -79,7 +44,7 @@ test('containerd: agents from the image, the plugin installed from it, container
   const cfgDir = join(dir, 'kube-weft-cfg');
   await mkdir(cfgDir);
   await writeFile(join(cfgDir, 'cni-conf.json'), configMap.data['cni-conf.json']!);
-  const busybox = await busyboxArchive(dir);
+  const busybox = await busyboxArchive(dir, 'busybox:test', ['sh', 'ping', 'ip', 'sleep']);
 
   const cniOf = new Map<ClusterNode, { netd: string; bin: string; varlib: string; run: string }>();
   for (const node of cluster.nodes) {

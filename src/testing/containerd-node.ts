@@ -6,8 +6,8 @@
  * the test's own directories. `stop` ends every task it ran, then containerd, by pid.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { access, mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { access, copyFile, mkdir, stat, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { sh, stopProcess } from './netns.js';
 import { waitUntil } from './wait.js';
 
@@ -82,4 +82,48 @@ export class ContainerdNode {
     for (const id of (await this.ctr(['containers', 'ls', '-q']).catch(() => '')).split('\n').filter(Boolean)) await this.ctr(['containers', 'rm', id]).catch(() => undefined);
     await stopProcess(this.#process, 'SIGTERM');
   }
+}
+
+/**
+ * The standard CNI paths (`/etc/cni/net.d`, `/opt/cni/bin`, `/var/lib/cni`, `/run/flannel`) must
+ * exist to be mounted over; returns the topmost directories made here, for the caller to remove.
+ */
+export async function ensureCniMountPoints(): Promise<string[]> {
+  const exists = (p: string): Promise<boolean> => stat(p).then(() => true, () => false);
+  const made: string[] = [];
+  for (const p of ['/etc/cni/net.d', '/opt/cni/bin', '/var/lib/cni', '/run/flannel']) {
+    if (await exists(p)) continue;
+    let top = p;
+    while (!(await exists(dirname(top)))) top = dirname(top);
+    await mkdir(p, { recursive: true });
+    made.push(top);
+  }
+  return made;
+}
+
+/**
+ * A tiny image for test containers, Debian's busybox-static and the given applets, built with
+ * buildah and saved as an OCI archive under `dir`; imported, it is named `reference`.
+ */
+export async function busyboxArchive(dir: string, reference: string, applets: readonly string[]): Promise<string> {
+  const root = join(dir, 'busybox-root');
+  await mkdir(join(root, 'bin'), { recursive: true });
+  await copyFile('/usr/bin/busybox', join(root, 'bin', 'busybox'));
+  for (const applet of applets) await sh('ln', ['-sf', 'busybox', join(root, 'bin', applet)]);
+  const local = `localhost/weft-test-busybox:${process.pid}`;
+  const ctr = (await sh('buildah', ['from', 'scratch'])).trim();
+  try {
+    await sh('buildah', ['add', '--quiet', ctr, root, '/']);
+    await sh('buildah', ['commit', '--quiet', '--rm', ctr, local]);
+  } catch (err) {
+    await sh('buildah', ['rm', ctr]).catch(() => undefined);
+    throw err;
+  }
+  const out = join(dir, 'busybox.oci.tar');
+  try {
+    await sh('buildah', ['push', '--quiet', local, `oci-archive:${out}:${reference}`]);
+  } finally {
+    await sh('buildah', ['rmi', local]).catch(() => undefined);
+  }
+  return out;
 }
