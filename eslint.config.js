@@ -35,8 +35,7 @@ const layers = {
   health: [{ group: ['**/subnet/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/cli/**', '**/testing/**', '**/lease/**', '**/config/**'], message: 'the health server depends on core only' }],
   cli: [{ group: ['**/testing/**'], message: 'the agent never loads test code' }],
 };
-const vxlanOnly = { group: ['**/host-gw/**'], message: 'a backend never imports another backend' };
-const hostGwOnly = { group: ['**/vxlan/**'], message: 'a backend never imports another backend' };
+const otherBackends = (...others) => ({ group: others.map((b) => `**/${b}/**`), message: 'a backend never imports another backend' });
 
 const restrict = (patterns) => ({ 'no-restricted-imports': ['error', { patterns }] });
 const zone = (files, patterns, pkgs = allPackages) => ({ files, ignores: ['**/*.test.ts'], rules: restrict([nodeStyle, ...pkgs, ...patterns]) });
@@ -57,8 +56,9 @@ export default tseslint.config(
   zone(['src/core/**/*.ts', 'src/ip/**/*.ts', 'src/json/**/*.ts', 'src/config/**/*.ts', 'src/lease/**/*.ts'], layers.pure),
   zone(['src/subnet/**/*.ts'], layers.subnet),
   zone(['src/backend/**/*.ts'], layers.backend),
-  zone(['src/backend/vxlan/**/*.ts'], [...layers.backend, vxlanOnly]),
-  zone(['src/backend/host-gw/**/*.ts'], [...layers.backend, hostGwOnly]),
+  zone(['src/backend/vxlan/**/*.ts'], [...layers.backend, otherBackends('host-gw', 'udp')]),
+  zone(['src/backend/host-gw/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'udp')]),
+  zone(['src/backend/udp/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'host-gw')]),
   zone(['src/netlink/**/*.ts', 'src/traffic/**/*.ts'], layers.adapter),
   zone(['src/cni/**/*.ts'], layers.cni),
   zone(['src/health/**/*.ts'], layers.health),

@@ -3,6 +3,7 @@
  * says what the node publishes (lease attributes, MTU), programs the device for the node's lease,
  * and keeps every peer programmed from lease events until told to stop.
  */
+import type { FdHandover } from '../core/handover.js';
 import type { Logger } from '../core/log.js';
 import type { NetworkConfig } from '../config/network-config.js';
 import type { Lease, LeaseAttrs, LeaseEvent } from '../lease/lease.js';
@@ -19,6 +20,8 @@ export interface BackendDeps {
   readonly planes: readonly FamilyPlane[];
   /** What this node published in an earlier run, if the registry still has it. */
   readonly previous?: LeaseAttrs;
+  /** File descriptors from the agent this one replaced, and for the one that replaces it (SIGHUP). */
+  readonly handover?: FdHandover;
 }
 
 export interface Network {

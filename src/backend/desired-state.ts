@@ -3,7 +3,7 @@
  * with the kernel: neighbours by device and IP, FDB entries by device and MAC, routes by
  * destination. Pure: no I/O.
  */
-import { cidrEquals } from '../ip/cidr.js';
+import { type Cidr, cidrEquals } from '../ip/cidr.js';
 import { type Family, type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
 import type { FdbInfo, FdbSpec, NeighbourChange, NeighbourSpec, NetlinkChange, RouteInfo, RouteSpec } from '../netlink/netlink.js';
 
@@ -11,10 +11,18 @@ export interface PeerProgram {
   readonly neighbours: readonly NeighbourSpec[];
   readonly fdb: readonly FdbSpec[];
   readonly routes: readonly RouteSpec[];
+  /** Userspace forwarding entries (udp): none of them is a kernel entry. */
+  readonly tunnels?: readonly TunnelSpec[];
   /** Why a family of the lease was left out (a dual-stack lease may be half usable). */
   readonly refused?: string;
   /** The families left out, each with the code of its reason (for metrics). */
   readonly refusedFamilies?: readonly FamilyRefusal[];
+}
+
+/** Packets for `dst` go to `endpoint` in a datagram: the udp backend's forwarding table. */
+export interface TunnelSpec {
+  readonly dst: Cidr;
+  readonly endpoint: IpAddr;
 }
 
 /** Why a lease, or one family of it, is not programmed: text for people, a code for metrics. */

@@ -4,7 +4,7 @@
  * family is programmed for that family, and the other is named as refused.
  */
 import type { Lease } from '../lease/lease.js';
-import type { FamilyRefusal, PeerProgram, Refusal } from './desired-state.js';
+import type { FamilyRefusal, PeerProgram, Refusal, TunnelSpec } from './desired-state.js';
 import { type FamilyPlane, familyName } from './family-plane.js';
 import { peerProblem } from './peer-checks.js';
 
@@ -20,6 +20,7 @@ export function programFamilies(
   const neighbours: Array<PeerProgram['neighbours'][number]> = [];
   const fdb: Array<PeerProgram['fdb'][number]> = [];
   const routes: Array<PeerProgram['routes'][number]> = [];
+  const tunnels: TunnelSpec[] = [];
   const refusals: string[] = [];
   const refusedFamilies: FamilyRefusal[] = [];
   for (const plane of planes) {
@@ -32,7 +33,8 @@ export function programFamilies(
     neighbours.push(...result.neighbours);
     fdb.push(...result.fdb);
     routes.push(...result.routes);
+    if (result.tunnels) tunnels.push(...result.tunnels);
   }
   if (refusals.length === planes.length) return { refused: refusals.join('; '), code: refusedFamilies[0]?.code ?? 'refused', refusedFamilies };
-  return { neighbours, fdb, routes, ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };
+  return { neighbours, fdb, routes, ...(tunnels.length > 0 ? { tunnels } : {}), ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };
 }

@@ -31,7 +31,7 @@ import { type Lease, type LeaseEvent, formatSubnetPair } from '../lease/lease.js
 import { formatSubnetKey } from '../lease/subnet-key.js';
 import type { FdbSpec, NeighbourInfo, Netlink, RouteInfo } from '../netlink/netlink.js';
 import {
-  type ChangeScope, DesiredState, type EntryIndex, type PeerProgram, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
+  type ChangeScope, DesiredState, type EntryIndex, type PeerProgram, type TunnelSpec, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
 } from './desired-state.js';
 import { type Refusal, isRefusal } from './lease-program.js';
 import { type KnownPeer, type PeerStatus, type RefusedPeer, peerCounts, peerStatus } from './peer-report.js';
@@ -45,6 +45,10 @@ export interface ReconcileScope extends ChangeScope {
   readonly families: readonly Family[];
   /** Repairs the node's own device (recreate, address, up) if needed; true when it changed. */
   repairDevice?(signal: AbortSignal): Promise<boolean>;
+  /** Entries the node wants whatever its peers (udp: the route for the whole network via its TUN). */
+  own?(): PeerProgram;
+  /** Told the forwarding entries of all programmed peers whenever they may have changed (udp). */
+  tunnelsChanged?(tunnels: readonly TunnelSpec[]): void;
 }
 
 export interface ReconcilerOptions {
@@ -67,6 +71,8 @@ export class Reconciler {
   readonly #peers = new Map<string, KnownPeer>();
   /** The entries of all programs in #peers. */
   readonly #desired = new DesiredState();
+  /** The part of #desired that is the node's own (ReconcileScope.own). */
+  #own: PeerProgram | undefined;
   /** Leases refused, whole or in part, with the reason (logged once per reason) and since when. */
   readonly #refused = new Map<string, RefusedPeer>();
   #synced = false;
@@ -173,6 +179,7 @@ export class Reconciler {
           await this.apply(batch, signal);
           publish('events.applied', { seconds: (performance.now() - t0) / 1000 });
           this.#publishPeers();
+          this.#publishTunnels();
           afterWork();
         } else {
           // The first batch is the whole set: record it and let one reconcile write only what
@@ -184,6 +191,8 @@ export class Reconciler {
             else this.#deletePeer(key);
           }
           this.#synced = true;
+          this.#setOwn();
+          this.#publishTunnels();
           await this.reconcile(signal);
           this.#countRepairs = true;
           this.#publishPeers();
@@ -254,6 +263,8 @@ export class Reconciler {
           if (program) this.#setPeer(key, peer.lease, program);
           else this.#deletePeer(key);
         }
+        this.#setOwn();
+        this.#publishTunnels();
         this.#log.warn({ peers: this.#peers.size }, 'device repaired; re-programming every peer');
         publish('repair', { kind: 'device' });
       }
@@ -280,6 +291,20 @@ export class Reconciler {
       if (!signal.aborted) this.#log.error({ err }, 'reconcile failed; will retry on the next change');
     }
     publish('reconcile', { seconds: (performance.now() - t0) / 1000 });
+  }
+
+  #setOwn(): void {
+    if (!this.#scope.own) return;
+    if (this.#own) this.#desired.remove(this.#own);
+    this.#own = this.#scope.own();
+    this.#desired.add(this.#own);
+  }
+
+  #publishTunnels(): void {
+    if (!this.#scope.tunnelsChanged) return;
+    const tunnels: TunnelSpec[] = [];
+    for (const peer of this.#peers.values()) if (peer.program.tunnels) tunnels.push(...peer.program.tunnels);
+    this.#scope.tunnelsChanged(tunnels);
   }
 
   /** Peers programmed, and refused by reason, per family, for the metrics. */

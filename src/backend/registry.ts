@@ -3,23 +3,24 @@ import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { NetworkConfig } from '../config/network-config.js';
 import type { BackendFactory } from './backend.js';
 import { hostGwBackend } from './host-gw/host-gw-backend.js';
+import { udpBackend } from './udp/udp-backend.js';
 import { vxlanBackend } from './vxlan/vxlan-backend.js';
 
 export const backendFactories: ReadonlyMap<string, BackendFactory> = new Map([
   ['vxlan', vxlanBackend],
   ['host-gw', hostGwBackend],
+  ['udp', udpBackend],
 ]);
 
 /** flannel's other backends: known names that this weft does not have (yet). */
-const notAvailable = new Set(['udp', 'wireguard', 'ipip', 'ipsec', 'alloc', 'extension', 'tencent-vpc']);
+const notAvailable = new Set(['wireguard', 'ipip', 'ipsec', 'alloc', 'extension', 'tencent-vpc']);
 
 export function backendFactory(type: string): BackendFactory {
   const factory = backendFactories.get(type);
   if (factory) return factory;
   const have = [...backendFactories.keys()].join(', ');
   if (notAvailable.has(type)) {
-    const udpNote = type === 'udp' ? ' (a config without Backend means udp, as flannel\'s code does; its documentation says vxlan)' : '';
-    throw new WeftError(ErrorCodes.CONFIG, `the ${type} backend is not available in this version of weft${udpNote}; it has ${have}`);
+    throw new WeftError(ErrorCodes.CONFIG, `the ${type} backend is not available in this version of weft; it has ${have}`);
   }
   throw new WeftError(ErrorCodes.CONFIG, `unknown backend type: ${type} (this weft supports ${have})`);
 }

@@ -6,6 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
+import type { FdHandover } from '../core/handover.js';
 import type { SubnetManager } from '../subnet/subnet-manager.js';
 import { type Logger, createLogger } from '../core/log.js';
 import { delay } from '../core/abort.js';
@@ -58,7 +59,7 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
   }
   const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' }, format: flags['log-format'] === 'text' ? 'text' : 'json' });
   try {
-    return await new Agent(flags, log, env).run(io.signal);
+    return await new Agent(flags, log, env, io.handover).run(io.signal);
   } catch (err) {
     if (io.signal.aborted) {
       log.info({}, 'Exiting cleanly...');
@@ -90,7 +91,10 @@ class Agent {
 
   readonly #env: Readonly<Record<string, string | undefined>>;
 
-  constructor(flags: AgentFlags, log: Logger, env: Readonly<Record<string, string | undefined>>) {
+  readonly #handover: FdHandover | undefined;
+
+  constructor(flags: AgentFlags, log: Logger, env: Readonly<Record<string, string | undefined>>, handover?: FdHandover) {
+    this.#handover = handover;
     this.#flags = flags;
     this.#log = log;
     this.#env = env;
@@ -163,7 +167,7 @@ class Agent {
         log.warn({ err }, `could not read what this node published before; a recreated vxlan device gets a new MAC: ${errorMessage(err)}`);
         return undefined;
       });
-      const deps = { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface, planes, ...(previous ? { previous } : {}) };
+      const deps = { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface, planes, ...(previous ? { previous } : {}), ...(this.#handover ? { handover: this.#handover } : {}) };
       const network = await backendFactory(config.backend.type).create(config, deps, scope);
       this.#network = network;
       this.#iface = iface;

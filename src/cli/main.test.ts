@@ -49,9 +49,9 @@ test('config check runs the agent\'s own checks, backend options included; --hel
   const dir = await mkdtemp(join(tmpdir(), 'weft-cli-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const cases: Array<[string, RegExp]> = [
-    ['{"Network":"198.18.0.0/16","Backend":{"Type":"wireguard"}}', /the wireguard backend is not available in this version of weft; it has vxlan, host-gw/],
-    ['{"Network":"198.18.0.0/16","Backend":{"Type":"udp"}}', /the udp backend is not available/],
-    ['{"Network":"198.18.0.0/16"}', /udp backend is not available.*a config without Backend means udp/],
+    ['{"Network":"198.18.0.0/16","Backend":{"Type":"wireguard"}}', /the wireguard backend is not available in this version of weft; it has vxlan, host-gw, udp/],
+    ['{"Network":"198.18.0.0/16","Backend":{"Type":"udp","Port":70000}}', /Backend\.Port must be an integer from 0 to 65535/],
+    ['{"Network":"198.18.0.0/16","EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"udp"}}', /udp backend carries IPv4 only/],
     ['{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","VNI":"x"}}', /Backend\.VNI must be an integer from 0 to 16777215, got the string "x"/],
     ['{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","VNI":99999999}}', /Backend\.VNI must be an integer from 0 to 16777215/],
     ['{"Network":"198.18.0.0/16","SubnetMin":"198.18.9.0","SubnetMax":"198.18.3.0","Backend":{"Type":"vxlan"}}', /SubnetMin 198\.18\.9\.0 is above SubnetMax 198\.18\.3\.0/],

@@ -2,7 +2,9 @@
  * The `weft` executable: `main(argv, env)` returns the exit code. The only module that touches
  * process.exit, process.argv, process.env and signals.
  */
+import { closeSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { FdHandover, handoverEnv } from '../core/handover.js';
 import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { parseNetworkConfig } from '../config/network-config.js';
@@ -193,11 +195,40 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** Runs the command line of this process: argv and env in, exit code out; SIGINT/SIGTERM stop it cleanly. */
+/**
+ * Runs the command line of this process: argv and env in, exit code out; SIGINT/SIGTERM stop it
+ * cleanly. SIGHUP restarts the agent gracefully: it stops as on SIGTERM and the process executes
+ * itself again (new code from disk, same pid, same flags), handing its udp TUN device and socket
+ * across open, so that the data path loses no packet.
+ */
 export async function runProcess(): Promise<void> {
   const ctl = new AbortController();
+  const argv = process.argv.slice(2);
+  const handover = new FdHandover(process.env[handoverEnv]);
+  delete process.env[handoverEnv];
+  let restart = false;
   // The first signal shuts down cleanly; a second one gets the default behaviour (exit at once).
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => ctl.abort());
-  const io: Io = { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t), signal: ctl.signal };
-  process.exitCode = await main(process.argv.slice(2), process.env, io);
+  if (process.env['WEFT_ARGV0'] === 'flanneld' || argv[0] === 'agent') {
+    process.once('SIGHUP', () => {
+      restart = true;
+      ctl.abort();
+    });
+  }
+  const io: Io = { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t), signal: ctl.signal, handover };
+  const code = await main(argv, process.env, io);
+  for (const fd of handover.untaken()) closeSync(fd);
+  if (restart && code === 0) {
+    const passed = handover.outgoing();
+    process.stderr.write(`weft: restarting (${process.execPath} ${argv.join(' ')})${passed ? `, handing over ${passed}` : ''}\n`);
+    try {
+      if (!process.execve) throw new Error('this Node.js has no process.execve');
+      process.execve(process.execPath, [process.execPath, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...(passed ? { [handoverEnv]: passed } : {}) });
+    } catch (err) {
+      process.stderr.write(`weft: could not restart: ${errorMessage(err)}\n`);
+      process.exitCode = 1;
+      return;
+    }
+  }
+  process.exitCode = code;
 }

@@ -116,6 +116,12 @@ export interface Netlink {
    * read-only /proc/sys): the caller says so, and goes on.
    */
   refuseRouterAdvertisements(name: string): Promise<boolean>;
+  /**
+   * `net.ipv4.conf.<name>.accept_local = 1`: packets from the device may carry one of this node's
+   * own addresses as source (the udp backend's ICMP errors come from its TUN address, as
+   * flannel's). False when the sysctl cannot be written, as above.
+   */
+  acceptLocalSource(name: string): Promise<boolean>;
 
   addresses(options?: { index?: number; family?: Family }): Promise<AddressInfo[]>;
   addAddress(index: number, ip: IpAddr, prefix: number): Promise<void>;

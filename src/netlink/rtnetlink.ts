@@ -130,17 +130,11 @@ export class RtNetlink implements Netlink {
   }
 
   async refuseRouterAdvertisements(name: string): Promise<boolean> {
-    if (!/^[a-zA-Z0-9_.-]{1,15}$/.test(name)) throw new Error(`invalid device name ${JSON.stringify(name)}`);
-    try {
-      await writeFile(`/proc/sys/net/ipv6/conf/${name}/accept_ra`, '0');
-      return true;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      // No IPv6 on this host (or none on the device): no router advertisement can reach it either.
-      if (code === 'ENOENT') return true;
-      if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM') return false;
-      throw err;
-    }
+    return deviceSysctl(name, 'ipv6', 'accept_ra', '0');
+  }
+
+  async acceptLocalSource(name: string): Promise<boolean> {
+    return deviceSysctl(name, 'ipv4', 'accept_local', '1');
   }
 
   async setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void> {
@@ -408,5 +402,20 @@ export class RtNetlink implements Netlink {
       ...(route.index !== undefined ? { oif: route.index } : {}),
     };
     return [data, attrs];
+  }
+}
+
+/** Writes a per-device sysctl; false when /proc/sys cannot be written (an unprivileged container). */
+async function deviceSysctl(name: string, family: 'ipv4' | 'ipv6', key: string, value: string): Promise<boolean> {
+  if (!/^[a-zA-Z0-9_.-]{1,15}$/.test(name)) throw new Error(`invalid device name ${JSON.stringify(name)}`);
+  try {
+    await writeFile(`/proc/sys/net/${family}/conf/${name}/${key}`, value);
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // No such family on this host (or none on the device): nothing of that family reaches it either.
+    if (code === 'ENOENT') return true;
+    if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM') return false;
+    throw err;
   }
 }

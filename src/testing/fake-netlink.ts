@@ -80,6 +80,14 @@ export class FakeNetlink implements Netlink {
     return true;
   }
 
+  /** Devices told to accept packets with a local source address. */
+  readonly acceptLocal = new Set<string>();
+
+  async acceptLocalSource(name: string): Promise<boolean> {
+    this.acceptLocal.add(name);
+    return true;
+  }
+
   async setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void> {
     const link = this.linkTable.get(index);
     if (!link) throw Object.assign(new Error('Request rejected: ENODEV'), { code: 'ENODEV' });

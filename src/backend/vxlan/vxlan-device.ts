@@ -6,9 +6,10 @@
  */
 import { publish } from '../../core/events.js';
 import type { Logger } from '../../core/log.js';
-import { type Cidr, containsIp, maskIp } from '../../ip/cidr.js';
-import { type Family, familyBits, ipEquals } from '../../ip/ip.js';
+import { type Cidr, maskIp } from '../../ip/cidr.js';
+import { type Family, ipEquals } from '../../ip/ip.js';
 import type { LinkInfo, Netlink, VxlanSpec } from '../../netlink/netlink.js';
+import { ensureSubnetAddress, hasSubnetAddress } from '../device-address.js';
 import type { FamilyPlane } from '../family-plane.js';
 
 export interface VxlanDeviceOptions {
@@ -82,14 +83,7 @@ export class VxlanDevice {
       this.#raWarned = true;
       this.#o.log.warn({ device: this.name }, 'cannot set accept_ra to 0 (read-only /proc/sys, as in an unprivileged container): router advertisements are not refused on this device');
     }
-    if (subnet) {
-      const bits = familyBits(this.family);
-      for (const a of await nl.addresses({ index: link.index, family: this.family })) {
-        const wanted = a.prefix === bits && ipEquals(a.ip, subnet.ip);
-        if (!wanted && containsIp(this.#o.plane.network, a.ip)) await nl.deleteAddress(link.index, a.ip, a.prefix);
-      }
-      await nl.addAddress(link.index, subnet.ip, bits);
-    }
+    if (subnet) await ensureSubnetAddress(nl, link.index, this.family, subnet, this.#o.plane.network);
     if (!link.up) await nl.setLink(link.index, { up: true });
     this.#link = { ...link, up: true };
   }
@@ -99,9 +93,7 @@ export class VxlanDevice {
     const nl = this.#o.netlink;
     const link = await nl.linkByName(this.name);
     if (link && link.index === this.#link?.index) {
-      const bits = familyBits(this.family);
-      const addrs = await nl.addresses({ index: link.index, family: this.family });
-      const hasAddr = !subnet || addrs.some((a) => a.prefix === bits && ipEquals(a.ip, subnet.ip));
+      const hasAddr = !subnet || (await hasSubnetAddress(nl, link.index, this.family, subnet));
       if (!link.up || !hasAddr) {
         this.#link = link;
         await this.configure(subnet);

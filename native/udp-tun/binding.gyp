@@ -1,0 +1,10 @@
+{
+  "targets": [
+    {
+      "target_name": "udp_tun",
+      "sources": ["udp-tun.c", "forwarder.c", "packet.c"],
+      "cflags": ["-Wall", "-Wextra", "-O2", "-std=gnu11"],
+      "libraries": ["-lpthread"]
+    }
+  ]
+}

@@ -1,0 +1,340 @@
+/*
+ * N-API face of the udp backend's packet path (native/udp-tun): opens the TUN device and the UDP
+ * socket, starts and stops the forwarder, takes the forwarding table, reads the counters. Node's
+ * own APIs cannot do this: a TUN needs an ioctl, and fs.read of it goes through the thread pool
+ * (about 16,000 packets/s). Built by `make setup` with node-gyp against the pinned Node's headers.
+ */
+#define _GNU_SOURCE
+#include "forwarder.h"
+#include "packet.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <node_api.h>
+
+/* Socket buffers: a burst of a batch or more per peer must fit while the other side catches up. */
+#define SOCKET_BUFFER (4 * 1024 * 1024)
+
+static napi_value throw_errno(napi_env env, int err, const char *what) {
+  char message[256];
+  snprintf(message, sizeof message, "%s: %s", what, strerror(err));
+  napi_value msg, code, error;
+  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
+  napi_create_int32(env, err, &code);
+  napi_create_error(env, NULL, msg, &error);
+  napi_set_named_property(env, error, "errno", code);
+  napi_throw(env, error);
+  return NULL;
+}
+
+static int args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, const char *usage) {
+  size_t argc = want;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != want) {
+    napi_throw_type_error(env, NULL, usage);
+    return 0;
+  }
+  return 1;
+}
+
+static int get_u32(napi_env env, napi_value v, uint32_t *out, const char *usage) {
+  if (napi_get_value_uint32(env, v, out) != napi_ok) {
+    napi_throw_type_error(env, NULL, usage);
+    return 0;
+  }
+  return 1;
+}
+
+static napi_value number(napi_env env, double n) {
+  napi_value v;
+  napi_create_double(env, n, &v);
+  return v;
+}
+
+static napi_value string(napi_env env, const char *s) {
+  napi_value v;
+  napi_create_string_utf8(env, s, NAPI_AUTO_LENGTH, &v);
+  return v;
+}
+
+/* openTun(name): fd. Creates the persistent TUN device `name` (IFF_TUN, no packet information),
+ * or attaches to it when it exists: the device, its address and routes outlive the process. */
+static napi_value OpenTun(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (!args(env, info, 1, argv, "openTun(name)")) return NULL;
+  char name[IFNAMSIZ + 1];
+  size_t len = 0;
+  if (napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len) != napi_ok || len == 0 || len >= IFNAMSIZ) {
+    napi_throw_type_error(env, NULL, "openTun: the device name must be 1 to 15 characters");
+    return NULL;
+  }
+  int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return throw_errno(env, errno, "open /dev/net/tun");
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+  memcpy(ifr.ifr_name, name, len);
+  if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+    int err = errno;
+    close(fd);
+    return throw_errno(env, err, "TUNSETIFF");
+  }
+  if (ioctl(fd, TUNSETPERSIST, 1) < 0) {
+    int err = errno;
+    close(fd);
+    return throw_errno(env, err, "TUNSETPERSIST");
+  }
+  return number(env, fd);
+}
+
+/* openUdp(addr, port): fd, a UDP socket bound to addr (IPv4, host order):port. */
+static napi_value OpenUdp(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  uint32_t addr, port;
+  if (!args(env, info, 2, argv, "openUdp(addr, port)") || !get_u32(env, argv[0], &addr, "openUdp: addr") || !get_u32(env, argv[1], &port, "openUdp: port")) return NULL;
+  if (port > 65535) {
+    napi_throw_range_error(env, NULL, "openUdp: port above 65535");
+    return NULL;
+  }
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return throw_errno(env, errno, "socket");
+  int size = SOCKET_BUFFER;
+  /* FORCE passes net.core.[rw]mem_max with CAP_NET_ADMIN, which the agent has; else the capped size. */
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) < 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) < 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = { htonl(addr) } };
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    int err = errno;
+    close(fd);
+    return throw_errno(env, err, "bind");
+  }
+  return number(env, fd);
+}
+
+/* describeFd(fd): { tun: name } for a TUN fd, { udp: [addr, port] } for a bound IPv4 UDP socket,
+ * else {}: how an inherited fd is checked before it is used. */
+static napi_value DescribeFd(napi_env env, napi_callback_info info) {
+  napi_value argv[1], out;
+  uint32_t fd;
+  if (!args(env, info, 1, argv, "describeFd(fd)") || !get_u32(env, argv[0], &fd, "describeFd: fd")) return NULL;
+  napi_create_object(env, &out);
+  if (fcntl((int)fd, F_GETFD) < 0) return out;
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  if (ioctl((int)fd, TUNGETIFF, &ifr) == 0) {
+    if ((ifr.ifr_flags & (IFF_TUN | IFF_TAP | IFF_NO_PI)) == (IFF_TUN | IFF_NO_PI)) napi_set_named_property(env, out, "tun", string(env, ifr.ifr_name));
+    return out;
+  }
+  int type = 0, domain = 0;
+  socklen_t l = sizeof type;
+  if (getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_DGRAM) return out;
+  l = sizeof domain;
+  if (getsockopt((int)fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) < 0 || domain != AF_INET) return out;
+  struct sockaddr_in sa;
+  l = sizeof sa;
+  if (getsockname((int)fd, (struct sockaddr *)&sa, &l) < 0) return out;
+  napi_value pair;
+  napi_create_array_with_length(env, 2, &pair);
+  napi_set_element(env, pair, 0, number(env, ntohl(sa.sin_addr.s_addr)));
+  napi_set_element(env, pair, 1, number(env, ntohs(sa.sin_port)));
+  napi_set_named_property(env, out, "udp", pair);
+  return out;
+}
+
+/* keepOnExec(fd, keep): whether fd survives execve (the agent's graceful restart hands it on). */
+static napi_value KeepOnExec(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  uint32_t fd;
+  bool keep;
+  if (!args(env, info, 2, argv, "keepOnExec(fd, keep)") || !get_u32(env, argv[0], &fd, "keepOnExec: fd")) return NULL;
+  if (napi_get_value_bool(env, argv[1], &keep) != napi_ok) {
+    napi_throw_type_error(env, NULL, "keepOnExec: keep must be a boolean");
+    return NULL;
+  }
+  int flags = fcntl((int)fd, F_GETFD);
+  if (flags < 0 || fcntl((int)fd, F_SETFD, keep ? flags & ~FD_CLOEXEC : flags | FD_CLOEXEC) < 0) return throw_errno(env, errno, "fcntl");
+  /* An inherited fd is used from the start without a new open: make sure it does not block. */
+  int fl = fcntl((int)fd, F_GETFL);
+  if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl((int)fd, F_SETFL, fl | O_NONBLOCK);
+  return NULL;
+}
+
+static napi_value CloseFd(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  uint32_t fd;
+  if (!args(env, info, 1, argv, "closeFd(fd)") || !get_u32(env, argv[0], &fd, "closeFd: fd")) return NULL;
+  if (close((int)fd) < 0) return throw_errno(env, errno, "close");
+  return NULL;
+}
+
+static void finalize_forwarder(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  /* A handle dropped without stop(): stop its threads rather than leave them on freed memory. */
+  struct forwarder **slot = data;
+  if (*slot) forwarder_stop(*slot);
+  free(slot);
+}
+
+static struct forwarder **unwrap(napi_env env, napi_value v) {
+  void *data = NULL;
+  if (napi_get_value_external(env, v, &data) != napi_ok || !data) {
+    napi_throw_type_error(env, NULL, "not a forwarder handle");
+    return NULL;
+  }
+  return data;
+}
+
+/* start(tunFd, udpFd, mtu, tunAddr, port): handle. tunAddr in host order. */
+static napi_value Start(napi_env env, napi_callback_info info) {
+  napi_value argv[5];
+  uint32_t tun, udp, mtu, addr, port;
+  if (!args(env, info, 5, argv, "start(tunFd, udpFd, mtu, tunAddr, port)") || !get_u32(env, argv[0], &tun, "start: tunFd") ||
+      !get_u32(env, argv[1], &udp, "start: udpFd") || !get_u32(env, argv[2], &mtu, "start: mtu") || !get_u32(env, argv[3], &addr, "start: tunAddr") ||
+      !get_u32(env, argv[4], &port, "start: port"))
+    return NULL;
+  if (mtu < 68 || mtu > 65535 || port > 65535) {
+    napi_throw_range_error(env, NULL, "start: mtu or port out of range");
+    return NULL;
+  }
+  struct forwarder **slot = calloc(1, sizeof *slot);
+  if (!slot) return throw_errno(env, ENOMEM, "start");
+  *slot = forwarder_start((int)tun, (int)udp, mtu, htonl(addr), (uint16_t)port);
+  if (!*slot) {
+    int err = errno;
+    free(slot);
+    return throw_errno(env, err, "start");
+  }
+  napi_value handle;
+  napi_create_external(env, slot, finalize_forwarder, NULL, &handle);
+  return handle;
+}
+
+static struct fwd_table *table_from(napi_env env, napi_value v) {
+  napi_typedarray_type type;
+  size_t length;
+  void *data;
+  if (napi_get_typedarray_info(env, v, &type, &length, &data, NULL, NULL) != napi_ok || type != napi_uint32_array || length % 3 != 0) {
+    napi_throw_type_error(env, NULL, "the table must be a Uint32Array of (subnet, prefix, peer) triples");
+    return NULL;
+  }
+  struct fwd_table *t = fwd_table_build(data, length / 3);
+  if (!t) napi_throw_range_error(env, NULL, "the table has a prefix above 32");
+  return t;
+}
+
+/* setTable(handle, triples: Uint32Array): replaces the forwarding table. */
+static napi_value SetTable(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (!args(env, info, 2, argv, "setTable(handle, triples)")) return NULL;
+  struct forwarder **slot = unwrap(env, argv[0]);
+  if (!slot) return NULL;
+  if (!*slot) {
+    napi_throw_error(env, NULL, "setTable: the forwarder is stopped");
+    return NULL;
+  }
+  struct fwd_table *t = table_from(env, argv[1]);
+  if (t) forwarder_set_table(*slot, t);
+  return NULL;
+}
+
+/* counters(handle): the forwarder's counters, in the order of enum fwd_counter. */
+static napi_value Counters(napi_env env, napi_callback_info info) {
+  napi_value argv[1], out;
+  if (!args(env, info, 1, argv, "counters(handle)")) return NULL;
+  struct forwarder **slot = unwrap(env, argv[0]);
+  if (!slot) return NULL;
+  uint64_t c[C_COUNT] = { 0 };
+  if (*slot) forwarder_counters(*slot, c);
+  napi_create_array_with_length(env, C_COUNT, &out);
+  for (uint32_t i = 0; i < C_COUNT; i++) napi_set_element(env, out, i, number(env, (double)c[i]));
+  return out;
+}
+
+/* stop(handle): joins both threads once the packets in hand are delivered. */
+static napi_value Stop(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (!args(env, info, 1, argv, "stop(handle)")) return NULL;
+  struct forwarder **slot = unwrap(env, argv[0]);
+  if (!slot) return NULL;
+  if (*slot) forwarder_stop(*slot);
+  *slot = NULL;
+  return NULL;
+}
+
+static int bytes_of(napi_env env, napi_value v, uint8_t **data, size_t *len) {
+  napi_typedarray_type type;
+  void *p;
+  if (napi_get_typedarray_info(env, v, &type, len, &p, NULL, NULL) != napi_ok || type != napi_uint8_array) {
+    napi_throw_type_error(env, NULL, "expected a Uint8Array");
+    return 0;
+  }
+  *data = p;
+  return 1;
+}
+
+/* decrementTtl(packet): false when the packet is dropped; else the packet is patched in place. */
+static napi_value DecrementTtl(napi_env env, napi_callback_info info) {
+  napi_value argv[1], out;
+  uint8_t *pkt;
+  size_t len;
+  if (!args(env, info, 1, argv, "decrementTtl(packet)") || !bytes_of(env, argv[0], &pkt, &len)) return NULL;
+  napi_get_boolean(env, ipv4_header_ok(pkt, len) && ipv4_decrement_ttl(pkt), &out);
+  return out;
+}
+
+/* netUnreachable(packet, src): the ICMP error written back into the TUN, or null when none is due. */
+static napi_value NetUnreachable(napi_env env, napi_callback_info info) {
+  napi_value argv[2], out;
+  uint8_t *pkt;
+  size_t len;
+  uint32_t src;
+  if (!args(env, info, 2, argv, "netUnreachable(packet, src)") || !bytes_of(env, argv[0], &pkt, &len) || !get_u32(env, argv[1], &src, "netUnreachable: src")) return NULL;
+  uint8_t icmp[ICMP_ERROR_MAX];
+  size_t n = icmp_net_unreachable(pkt, len, htonl(src), icmp);
+  if (n == 0) {
+    napi_get_null(env, &out);
+    return out;
+  }
+  void *data;
+  napi_value ab;
+  napi_create_arraybuffer(env, n, &data, &ab);
+  memcpy(data, icmp, n);
+  napi_create_typedarray(env, napi_uint8_array, n, ab, 0, &out);
+  return out;
+}
+
+/* lookup(triples, dst): the peer the forwarder would send dst to (host order), 0 for none. */
+static napi_value Lookup(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  uint32_t dst;
+  if (!args(env, info, 2, argv, "lookup(triples, dst)") || !get_u32(env, argv[1], &dst, "lookup: dst")) return NULL;
+  struct fwd_table *t = table_from(env, argv[0]);
+  if (!t) return NULL;
+  uint32_t peer = fwd_table_lookup(t, dst);
+  free(t);
+  return number(env, peer);
+}
+
+NAPI_MODULE_INIT() {
+  const struct { const char *name; napi_callback fn; } fns[] = {
+    { "openTun", OpenTun }, { "openUdp", OpenUdp }, { "describeFd", DescribeFd }, { "keepOnExec", KeepOnExec }, { "closeFd", CloseFd },
+    { "start", Start }, { "setTable", SetTable }, { "counters", Counters }, { "stop", Stop },
+    { "decrementTtl", DecrementTtl }, { "netUnreachable", NetUnreachable }, { "lookup", Lookup },
+  };
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value fn;
+    napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &fn);
+    napi_set_named_property(env, exports, fns[i].name, fn);
+  }
+  return exports;
+}

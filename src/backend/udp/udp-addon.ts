@@ -1,0 +1,61 @@
+/**
+ * The udp backend's packet path, native/udp-tun (N-API, built by `make setup`): it opens the TUN
+ * device and the UDP socket and moves packets between them in two threads of its own, in batches.
+ * Node cannot: a TUN needs an ioctl, and fs.read of one goes through the thread pool (about
+ * 16,000 packets/s measured here). Everything else of the backend is TypeScript.
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { ErrorCodes, WeftError } from '../../core/errors.js';
+
+/** From dist/src/backend/udp in a checkout and in the image (/opt/weft/dist beside /opt/weft/native). */
+const addonPath = fileURLToPath(new URL('../../../../native/udp-tun/build/Release/udp_tun.node', import.meta.url));
+
+declare const forwarderBrand: unique symbol;
+/** A running forwarder (two threads); stop() it. */
+export type ForwarderHandle = { readonly [forwarderBrand]: true };
+
+export interface UdpTunAddon {
+  /** Creates the persistent TUN device `name`, or attaches to it: an fd. */
+  openTun(name: string): number;
+  /** A UDP socket bound to addr (IPv4 as a host-order number):port. */
+  openUdp(addr: number, port: number): number;
+  /** What an inherited fd is: a TUN device, a bound IPv4 UDP socket, or neither. */
+  describeFd(fd: number): { tun?: string; udp?: [addr: number, port: number] };
+  /** Whether the fd survives execve (a graceful restart hands it on). */
+  keepOnExec(fd: number, keep: boolean): void;
+  closeFd(fd: number): void;
+  start(tunFd: number, udpFd: number, mtu: number, tunAddr: number, port: number): ForwarderHandle;
+  /** (subnet, prefix, peer) triples, addresses as host-order numbers. */
+  setTable(handle: ForwarderHandle, triples: Uint32Array): void;
+  counters(handle: ForwarderHandle): number[];
+  /** Returns once the packets in hand are delivered and both threads have ended. */
+  stop(handle: ForwarderHandle): void;
+  /** The packet functions of the forwarder itself, for tests. */
+  decrementTtl(packet: Uint8Array): boolean;
+  netUnreachable(packet: Uint8Array, src: number): Uint8Array | null;
+  lookup(triples: Uint32Array, dst: number): number;
+}
+
+/** The forwarder's counters, in the order of native/udp-tun/forwarder.h. */
+export const counterNames = [
+  'tunPackets', 'sent', 'sentBytes', 'received', 'receivedBytes', 'delivered', 'noRoute', 'ttlExpired', 'malformed', 'sendErrors', 'writeErrors', 'tunGone',
+] as const;
+export type ForwarderCounters = Record<(typeof counterNames)[number], number>;
+
+export function countersOf(raw: readonly number[]): ForwarderCounters {
+  return Object.fromEntries(counterNames.map((name, i) => [name, raw[i] ?? 0])) as ForwarderCounters;
+}
+
+let loaded: UdpTunAddon | undefined;
+
+/** The addon; WEFT_ERR_CONFIG saying how to build it when it was not built. */
+export function udpTunAddon(): UdpTunAddon {
+  if (loaded) return loaded;
+  if (!existsSync(addonPath)) {
+    throw new WeftError(ErrorCodes.CONFIG, `the udp backend needs weft's native addon ${addonPath}, which was not built: run \`make setup\` (it needs gcc, g++, make and python3)`);
+  }
+  loaded = createRequire(import.meta.url)(addonPath) as UdpTunAddon;
+  return loaded;
+}
