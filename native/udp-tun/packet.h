@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/virtio_net.h>
 
 /* The largest ICMP error we build: IP header, ICMP header, the offender's header (with options) and 8 bytes. */
 #define ICMP_ERROR_MAX (20 + 8 + 60 + 8)
@@ -51,3 +52,42 @@ struct fwd_table *fwd_table_build(const uint32_t *triples, size_t count);
 uint32_t fwd_table_lookup(const struct fwd_table *table, uint32_t dst);
 
 #endif
+
+/* Offloads (IFF_VNET_HDR on the TUN): the kernel hands over TCP super packets of up to 64 KB and
+ * packets whose transport checksum is left partial, as to a NIC. */
+
+/* Completes a partial checksum: the field at start + offset holds the pseudo-header sum. */
+int complete_checksum(uint8_t *pkt, size_t len, size_t start, size_t offset);
+
+/* Cuts an IPv4/TCP super packet into segments of at most mss payload bytes, from segment `first`,
+ * at most max_segs of them and within out_cap bytes: complete IPv4 packets back to back in out,
+ * with their own length, id, sequence number, flags and checksums, each *seg_len bytes but the
+ * last, *bytes in all. Returns how many were written (0 when pkt is not IPv4/TCP or nothing fits). */
+size_t tcp_segment(const uint8_t *pkt, size_t len, size_t mss, size_t first, size_t max_segs, uint8_t *out, size_t out_cap, size_t *seg_len, size_t *bytes);
+
+/* How many segments tcp_segment makes of the packet in all. */
+size_t tcp_segment_count(const uint8_t *pkt, size_t len, size_t mss);
+
+/* Receive offload: consecutive TCP segments of one flow, as they arrive in one UDP GRO bundle,
+ * written into the TUN as one super packet (the kernel cuts it again where it must), without
+ * copying their payloads. */
+#define GRO_MAX 64
+
+struct gro {
+  uint8_t hdr[120];          /* the first segment's IPv4 and TCP headers, patched at the end */
+  size_t hdr_len, ihl, mss, total, count;
+  uint32_t next_seq;
+  int closed;                /* the last segment was short or carried PSH: nothing may follow */
+  const uint8_t *first;      /* the first segment as it came, for a group of one */
+  size_t first_len;
+  const uint8_t *payload[GRO_MAX];
+  size_t payload_len[GRO_MAX];
+  uint8_t last_flags;
+};
+
+/* Starts a group with seg; 0 when seg cannot lead one (not plain TCP data: it goes alone). */
+int gro_start(struct gro *g, const uint8_t *seg, size_t len);
+/* Adds seg to the group if it continues it; 0 when it does not (the caller flushes, then starts anew). */
+int gro_add(struct gro *g, const uint8_t *seg, size_t len);
+/* Patches the headers of a group of two or more and fills its virtio header. */
+void gro_finish(struct gro *g, struct virtio_net_hdr *vh);

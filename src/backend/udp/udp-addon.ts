@@ -36,6 +36,10 @@ export interface UdpTunAddon {
   decrementTtl(packet: Uint8Array): boolean;
   netUnreachable(packet: Uint8Array, src: number): Uint8Array | null;
   lookup(triples: Uint32Array, dst: number): number;
+  /** The datagrams a TCP super packet from the TUN becomes on the wire. */
+  segment(packet: Uint8Array, mss: number): Uint8Array[];
+  /** The writes into the TUN that the receive path makes of these datagrams (gsoSize 0: as it came). */
+  coalesce(segments: readonly Uint8Array[]): Array<{ packet: Uint8Array; gsoSize: number }>;
 }
 
 /** The forwarder's counters, in the order of native/udp-tun/forwarder.h. */
