@@ -84,6 +84,7 @@ bench: setup image
 	node dist/bench/run.js
 	node dist/bench/kube-client-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/agent-bench.js
+	FLANNEL_NETNS_TESTS=1 node dist/bench/udp-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/traffic-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/containerd-bench.js
 

@@ -217,7 +217,7 @@ static void *tun_to_udp(void *arg) {
         struct virtio_net_hdr vh = { 0 };
         if (hdr) memcpy(&vh, rx, sizeof vh);
         if (!ipv4_header_ok(pkt, len)) {
-          count(f, C_MALFORMED, 1);
+          count(f, len > 0 && (pkt[0] >> 4) != 4 ? C_NOT_IPV4 : C_MALFORMED, 1);
           continue;
         }
         uint32_t dst;

@@ -21,7 +21,8 @@ enum fwd_counter {
   C_MALFORMED,     /* not IPv4, or truncated */
   C_SEND_ERRORS,
   C_WRITE_ERRORS,
-  C_TUN_GONE,      /* 1 once the TUN device was deleted under the thread */
+  C_TUN_GONE,      /* times the TUN device was deleted under the thread */
+  C_NOT_IPV4,      /* read from the TUN but not IPv4: the kernel's own IPv6 on flannel0 */
   C_COUNT
 };
 

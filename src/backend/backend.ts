@@ -39,6 +39,8 @@ export interface Network {
   run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void>;
   /** The peers it knows and their state, for `weft status` (empty before `run`). */
   peers(): readonly PeerStatus[];
+  /** A userspace packet path's counters since start (udp): packets by what became of them, bytes. */
+  packetCounters?(): Readonly<Record<string, number>>;
 }
 
 export interface BackendFactory {

@@ -119,7 +119,7 @@ class Agent {
       if (background) tasks.push(background(scope));
       nl = new RtNetlink();
       if (flags['healthz-port'] > 0) {
-        const metrics = new Metrics({ version, lastContact: () => this.#lastContact || undefined });
+        const metrics = new Metrics({ version, lastContact: () => this.#lastContact || undefined, packetCounters: () => this.#network?.packetCounters?.() });
         const stopWatchingLease = subscribe('lease', (m) => (this.#leaseExpiresAt = m.expiresAt));
         const health = await startHealthServer(
           {
@@ -361,6 +361,7 @@ class Agent {
       ...(this.#network ? { mtu: this.#network.mtu } : {}),
       ...(this.#trafficMode ? { trafficMode: this.#trafficMode } : {}),
       peers: this.#network?.peers() ?? [],
+      ...(this.#network?.packetCounters ? { packets: this.#network.packetCounters() } : {}),
     };
   }
 

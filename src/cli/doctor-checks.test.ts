@@ -39,6 +39,12 @@ test('a healthy node passes every check', () => {
   assert.equal(verdicts.length, 11);
 });
 
+test('udp: peers are in the forwarder\'s table, not routes; a route beside flannel0\'s own is stale', () => {
+  const udpStatus: StatusReport = { ...status, lease: { ...status.lease!, backend: 'udp' } };
+  assert.equal(verdict({ ...healthy, status: udpStatus, clusterRoutes: [] }, 'stale routes').result, 'ok');
+  assert.equal(verdict({ ...healthy, status: udpStatus, clusterRoutes: ['198.18.2.0/24'] }, 'stale routes').result, 'fail');
+});
+
 test('each problem fails its own check, with what to do', () => {
   const broken: Array<[string, Partial<HostFacts>]> = [
     ['ip_forward', { ipForward: false }],

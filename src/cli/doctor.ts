@@ -4,7 +4,7 @@
  * one verdict per check (doctor-checks.ts). Reads only; works with or without a running agent.
  */
 import { readFile } from 'node:fs/promises';
-import { containsCidr, formatCidr, tryParseCidr } from '../ip/cidr.js';
+import { cidrEquals, containsCidr, formatCidr, tryParseCidr } from '../ip/cidr.js';
 import { readSubnetEnv } from '../subnet/subnet-env.js';
 import { execCommand, isMissingCommand } from '../traffic/exec.js';
 import { type DeviceFact, type HostFacts, type Verdict, runChecks } from './doctor-checks.js';
@@ -79,6 +79,8 @@ async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
       if (!(r.dev?.startsWith('flannel') || r.gateway)) continue;
       // The kernel's own route to the vxlan device's address lies in the node's subnet.
       if ([env?.subnet, env?.ipv6Subnet].some((own) => own && containsCidr(own, dst))) continue;
+      // udp's one route, for the whole network through flannel0.
+      if (r.dev === 'flannel0' && networks.some((n) => cidrEquals(n, dst))) continue;
       clusterRoutes.push(formatCidr(dst));
     }
   }

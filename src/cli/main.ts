@@ -223,7 +223,7 @@ export async function runProcess(): Promise<void> {
     process.stderr.write(`weft: restarting (${process.execPath} ${argv.join(' ')})${passed ? `, handing over ${passed}` : ''}\n`);
     try {
       if (!process.execve) throw new Error('this Node.js has no process.execve');
-      process.execve(process.execPath, [process.execPath, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...(passed ? { [handoverEnv]: passed } : {}) });
+      process.execve(process.execPath, restartArgv(), { ...process.env, ...(passed ? { [handoverEnv]: passed } : {}) });
     } catch (err) {
       process.stderr.write(`weft: could not restart: ${errorMessage(err)}\n`);
       process.exitCode = 1;
@@ -231,4 +231,14 @@ export async function runProcess(): Promise<void> {
     }
   }
   process.exitCode = code;
+}
+
+/**
+ * The command line that starts this process again. argv[0] keeps the name it was started by: the
+ * single executable (dist/cni/flannel) is the CNI plugin under any name but flanneld and weft. A
+ * single executable carries its Node options inside and has no script path.
+ */
+function restartArgv(): string[] {
+  const sea = process.getBuiltinModule('node:sea') as { isSea(): boolean } | undefined;
+  return sea?.isSea() ? [process.argv0, ...process.argv.slice(2)] : [process.argv0, ...process.execArgv, ...process.argv.slice(1)];
 }

@@ -28,6 +28,8 @@ export interface StatusReport {
   readonly mtu?: number;
   readonly trafficMode?: string;
   readonly peers: readonly PeerStatus[];
+  /** The udp backend's packet path, since the agent started (udp-addon.ts: counterNames). */
+  readonly packets?: Readonly<Record<string, number>>;
 }
 
 const ago = (at: number, now: number): string => {
@@ -48,6 +50,7 @@ export function formatStatus(r: StatusReport, now = Date.now()): string {
     lines.push('lease:     none yet');
   }
   if (r.iface) lines.push(`interface: ${r.iface.name}, MTU ${r.iface.mtu}${r.mtu ? `; pods' MTU ${r.mtu}` : ''}${r.trafficMode ? `; rules: ${r.trafficMode}` : ''}`);
+  if (r.packets) lines.push(`packets:   ${packetLine(r.packets)}`);
   const counts = new Map<string, number>();
   for (const p of r.peers) counts.set(p.state, (counts.get(p.state) ?? 0) + 1);
   lines.push(`peers:     ${r.peers.length}${counts.size ? ` (${[...counts].map(([s, n]) => `${n} ${s}`).join(', ')})` : ''}`);
@@ -59,4 +62,12 @@ export function formatStatus(r: StatusReport, now = Date.now()): string {
     for (const row of [head, ...rows]) lines.push(row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
   }
   return lines.join('\n') + '\n';
+}
+
+function packetLine(c: Readonly<Record<string, number>>): string {
+  const mb = (n = 0): string => (n < 1e6 ? `${(n / 1e3).toFixed(1)} kB` : `${(n / 1e6).toFixed(1)} MB`);
+  const dropped = ['noRoute', 'ttlExpired', 'malformed', 'sendErrors', 'writeErrors']
+    .filter((k) => (c[k] ?? 0) > 0)
+    .map((k) => `${c[k]} ${k.replace(/[A-Z]/g, (m) => ` ${m.toLowerCase()}`)}`);
+  return `sent ${c['sent'] ?? 0} (${mb(c['sentBytes'])}), received ${c['received'] ?? 0} (${mb(c['receivedBytes'])})${dropped.length ? `; dropped: ${dropped.join(', ')}` : '; none dropped'}`;
 }

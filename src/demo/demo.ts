@@ -71,8 +71,8 @@ async function up(): Promise<number> {
     return 1;
   }
   const backend = process.env['BACKEND'] || 'vxlan';
-  if (backend !== 'vxlan' && backend !== 'host-gw') {
-    process.stderr.write(`BACKEND must be vxlan or host-gw, not ${JSON.stringify(backend)}\n`);
+  if (backend !== 'vxlan' && backend !== 'host-gw' && backend !== 'udp') {
+    process.stderr.write(`BACKEND must be vxlan, host-gw or udp, not ${JSON.stringify(backend)}\n`);
     return 2;
   }
   const keep = ['1', 'true', 'yes'].includes(process.env['KEEP'] ?? '');

@@ -12,12 +12,14 @@ export interface Suite {
   readonly config: string;
   /** An IPv6 underlay beside the IPv4 one. */
   readonly ipv6?: boolean;
+  /** Flags for every agent besides --ip-masq. */
+  readonly agentFlags?: readonly string[];
 }
 
 type TestContext = { after(fn: () => Promise<void> | void): void };
 
 export async function startCluster(t: TestContext, suite: Suite, nodes = 3): Promise<Cluster> {
-  const cluster = await Cluster.create({ nodes, config: suite.config, agentFlags: ['--ip-masq'], ...(suite.ipv6 ? { ipv6: true } : {}) });
+  const cluster = await Cluster.create({ nodes, config: suite.config, agentFlags: ['--ip-masq', ...(suite.agentFlags ?? [])], ...(suite.ipv6 ? { ipv6: true } : {}) });
   t.after(async () => {
     if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
     await cluster.destroy();

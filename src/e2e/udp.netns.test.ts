@@ -13,7 +13,8 @@ import { ipJson, netnsSkipReason, nsExec, spawnInNetns, stopProcess } from '../t
 import { assertFullMesh, startCluster, wait } from './cluster-scenarios.js';
 
 const skip = netnsSkipReason();
-const suite = { backend: 'udp', config: '{"Network":"198.18.0.0/16","Backend":{"Type":"udp"}}' } as const;
+const healthPort = 8471;
+const suite = { backend: 'udp', config: '{"Network":"198.18.0.0/16","Backend":{"Type":"udp"}}', agentFlags: ['--healthz-ip=127.0.0.1', `--healthz-port=${healthPort}`] } as const;
 
 async function tun(node: ClusterNode): Promise<{ index: number; mtu: number; addrs: string[] } | undefined> {
   const links = await ipJson<Array<{ ifindex: number; mtu: number; addr_info: Array<{ local: string; prefixlen: number }> }>>(node.ns, ['-4', 'addr', 'show', 'dev', 'flannel0']).catch(() => []);
@@ -77,6 +78,10 @@ test('udp: three nodes, every pod pings every pod through flannel0; flannel\'s d
   // No lease for the destination: ICMP net unreachable from flannel0, as flannel.
   const out = await nsExec(n1.pods[0]!.ns, 'ping', ['-c', '1', '-W', '2', '198.18.250.9']).catch((err: Error & { stdout?: string }) => `${err.message} ${err.stdout ?? ''}`);
   assert.match(out, /Destination Net Unreachable/);
+  // The packet path's counters, as `weft status` shows them.
+  const status = (await cluster.health(n1, healthPort, '/status')).body as { packets?: Record<string, number> };
+  assert.ok((status.packets?.['sent'] ?? 0) > 0 && (status.packets?.['delivered'] ?? 0) > 0, JSON.stringify(status.packets));
+  assert.ok((status.packets?.['noRoute'] ?? 0) >= 1, 'the packet without a lease is counted');
 });
 
 test('udp: flannel\'s wire format, with a stand-in flannel peer that speaks it from a plain UDP socket', { skip, timeout: 180_000 }, async (t) => {

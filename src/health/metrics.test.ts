@@ -67,3 +67,23 @@ test('label values are escaped', () => {
     m.close();
   }
 });
+
+test('the udp packet path\'s counters are read when scraped, and absent before the backend runs', () => {
+  let counters: Record<string, number> | undefined;
+  const m = new Metrics({ version: '9.9.9', lastContact: () => undefined, packetCounters: () => counters });
+  try {
+    assert.doesNotMatch(m.render(), /weft_udp_/);
+    counters = { tunPackets: 12, sent: 40, sentBytes: 56_000, received: 38, receivedBytes: 2_000, delivered: 38, noRoute: 2, ttlExpired: 0, malformed: 1, sendErrors: 0, writeErrors: 0 };
+    const text = m.render();
+    for (const line of [
+      '# TYPE weft_udp_packets_total counter',
+      'weft_udp_packets_total{event="sent"} 40',
+      'weft_udp_packets_total{event="written_to_tun"} 38',
+      'weft_udp_packets_total{event="no_route"} 2',
+      'weft_udp_packets_total{event="malformed"} 1',
+      'weft_udp_bytes_total{direction="sent"} 56000',
+    ]) assert.ok(text.split('\n').includes(line), `missing: ${line}`);
+  } finally {
+    m.close();
+  }
+});

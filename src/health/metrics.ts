@@ -97,7 +97,15 @@ export interface MetricsOptions {
   readonly version: string;
   /** When the registry last confirmed this node's lease (ms since the epoch), as the health check knows it. */
   readonly lastContact: () => number | undefined;
+  /** The udp backend's packet path counters, read when scraped (they live in native memory). */
+  readonly packetCounters?: () => Readonly<Record<string, number>> | undefined;
 }
+
+/** Counter names of the udp packet path, as the metric's `event` label. */
+const packetEvents: ReadonlyArray<[string, string]> = [
+  ['tunPackets', 'read_from_tun'], ['sent', 'sent'], ['received', 'received'], ['delivered', 'written_to_tun'],
+  ['noRoute', 'no_route'], ['ttlExpired', 'ttl_expired'], ['malformed', 'malformed'], ['sendErrors', 'send_error'], ['writeErrors', 'write_error'], ['notIpv4', 'not_ipv4'],
+];
 
 export class Metrics {
   readonly #families: Family[] = [];
@@ -139,6 +147,27 @@ export class Metrics {
         return at === undefined ? [] : [`weft_registry_contact_age_seconds ${number(Math.max(0, (Date.now() - at) / 1000))}`];
       },
     });
+    const packets = options.packetCounters;
+    if (packets) {
+      this.#families.push({
+        name: 'weft_udp_packets_total',
+        help: 'Packets of the udp backend\'s packet path, by what became of them (sent to a peer, received, written to flannel0, or dropped and why).',
+        type: 'counter',
+        render: () => {
+          const c = packets();
+          return c ? packetEvents.map(([key, event]) => `weft_udp_packets_total{event="${event}"} ${number(c[key] ?? 0)}`) : [];
+        },
+      });
+      this.#families.push({
+        name: 'weft_udp_bytes_total',
+        help: 'Bytes of pod packets the udp backend sent to and received from peers.',
+        type: 'counter',
+        render: () => {
+          const c = packets();
+          return c ? [`weft_udp_bytes_total{direction="sent"} ${number(c['sentBytes'] ?? 0)}`, `weft_udp_bytes_total{direction="received"} ${number(c['receivedBytes'] ?? 0)}`] : [];
+        },
+      });
+    }
     const on = this.#unsubscribe;
     on.push(subscribe('lease', (m) => {
       held.set({}, m.held ? 1 : 0);

@@ -44,7 +44,7 @@ export interface UdpTunAddon {
 
 /** The forwarder's counters, in the order of native/udp-tun/forwarder.h. */
 export const counterNames = [
-  'tunPackets', 'sent', 'sentBytes', 'received', 'receivedBytes', 'delivered', 'noRoute', 'ttlExpired', 'malformed', 'sendErrors', 'writeErrors', 'tunGone',
+  'tunPackets', 'sent', 'sentBytes', 'received', 'receivedBytes', 'delivered', 'noRoute', 'ttlExpired', 'malformed', 'sendErrors', 'writeErrors', 'tunGone', 'notIpv4',
 ] as const;
 export type ForwarderCounters = Record<(typeof counterNames)[number], number>;
 

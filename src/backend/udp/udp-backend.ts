@@ -88,6 +88,10 @@ class UdpNetwork implements Network {
     return this.#reconciler?.status() ?? [];
   }
 
+  packetCounters(): Readonly<Record<string, number>> {
+    return this.#forwarder.counters();
+  }
+
   async run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
     const ext = this.#deps.extIface;
     const reconciler = new Reconciler({

@@ -39,6 +39,12 @@ test('what this node publishes: only what differs; the overwrite annotations win
   assert.deepEqual(ownAnnotations(names, hostGwDual, {})[`${P}backend-v6-data`], 'null', 'dual-stack host-gw publishes literal null');
   const v6only = { publicIp: parseIp('0.0.0.0'), publicIpv6: parseIp('2001:db8:113::3'), backendType: 'vxlan', backendV6Data: '{"VNI":1,"VtepMAC":"0e:00:00:00:06:03"}' };
   assert.deepEqual(Object.keys(ownAnnotations(names, v6only, {})).sort(), [`${P}backend-type`, `${P}backend-v6-data`, `${P}kube-subnet-manager`, `${P}public-ipv6`]);
+  // udp publishes no type and no data: flanneld's empty backend-type and literal null.
+  const udp = ownAnnotations(names, { publicIp: parseIp('203.0.113.3') }, {});
+  assert.equal(udp[`${P}backend-type`], '');
+  assert.equal(udp[`${P}backend-data`], 'null');
+  const back = nodeLease(node({ ...managed, ...udp }), names, v4);
+  assert.ok(back && !('problem' in back) && back.attrs.backendType === undefined && back.attrs.backendData === undefined, 'and reads back as a lease without either');
 });
 
 test('other Nodes as leases: unmanaged ones ignored quietly, bad annotations named, both families in dual-stack', () => {
