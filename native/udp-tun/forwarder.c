@@ -198,7 +198,6 @@ static void *tun_to_udp(void *arg) {
     int drained = 0, gone = 0;
     while (!drained && !gone) {
       unsigned n = 0;
-      pthread_mutex_lock(&f->lock);
       while (n < BATCH) {
         ssize_t got = read(f->tun, rx, hdr + (f->vnet ? 65535 : f->mtu));
         if (got < 0) {
@@ -222,7 +221,11 @@ static void *tun_to_udp(void *arg) {
         }
         uint32_t dst;
         memcpy(&dst, pkt + 16, 4);
+        /* The lock is held for the lookup only: setTable comes from Node's main thread, which must
+         * never wait for a send. */
+        pthread_mutex_lock(&f->lock);
         uint32_t peer = fwd_table_lookup(f->table, ntohl(dst));
+        pthread_mutex_unlock(&f->lock);
         if (!peer) {
           count(f, C_NO_ROUTE, 1);
           size_t icmp_len = icmp_net_unreachable(pkt, len, f->tun_addr_be, icmp);
@@ -259,7 +262,6 @@ static void *tun_to_udp(void *arg) {
         to[n].sin_addr.s_addr = htonl(peer);
         n++;
       }
-      pthread_mutex_unlock(&f->lock);
       if (n > 0) send_all(f, msgs, n);
       if (atomic_load(&f->stopping)) break;
     }

@@ -6,9 +6,10 @@
  * the device, its route and their repair are the reconciler's, as for the other backends.
  *
  * Beyond flannel: the device is persistent and a graceful restart (SIGHUP) hands the device and
- * the socket over to the next agent, so no packet is lost; the packet path moves batches.
+ * the socket over to the next agent, so no packet is lost; the packet path moves batches and uses
+ * the kernel's offloads (docs/agent.md).
  */
-import { ErrorCodes, WeftError } from '../../core/errors.js';
+import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
 import type { FdHandover } from '../../core/handover.js';
 import { containsCidr } from '../../ip/cidr.js';
 import { type IpAddr, formatIp, ipEquals } from '../../ip/ip.js';
@@ -160,7 +161,7 @@ class UdpNetwork implements Network {
     try {
       return this.#addon.openUdp(Number(addr.value), port);
     } catch (err) {
-      throw new WeftError(ErrorCodes.CONFIG, `cannot listen on ${formatIp(addr)}:${port} for the udp backend: ${(err as Error).message} (is another flanneld or weft running on this node?)`);
+      throw new WeftError(ErrorCodes.CONFIG, `cannot listen on ${formatIp(addr)}:${port} for the udp backend: ${errorMessage(err)} (is another flanneld or weft running on this node?)`);
     }
   }
 }
