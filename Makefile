@@ -56,8 +56,8 @@ NODE_GYP := $(dir $(shell readlink -f $(shell command -v npm)))../node_modules/n
 ADDONS := native/sd-notify/build/Release/sd_notify.node native/udp-tun/build/Release/udp_tun.node
 native: $(ADDONS)
 
-native/sd-notify/build/Release/sd_notify.node: native/sd-notify/sd-notify.c native/sd-notify/binding.gyp
-native/udp-tun/build/Release/udp_tun.node: $(wildcard native/udp-tun/*.c native/udp-tun/*.h) native/udp-tun/binding.gyp
+native/sd-notify/build/Release/sd_notify.node: native/sd-notify/sd-notify.c native/sd-notify/binding.gyp native/include/weft-napi.h
+native/udp-tun/build/Release/udp_tun.node: $(wildcard native/udp-tun/*.c native/udp-tun/*.h) native/udp-tun/binding.gyp native/include/weft-napi.h
 $(ADDONS):
 	@for tool in gcc g++ make python3; do command -v $$tool >/dev/null || { \
 	  echo "setup: building weft's native addons needs $$tool: apt-get install gcc g++ make python3 (make setup does, as root)" >&2; exit 1; }; done

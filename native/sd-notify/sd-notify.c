@@ -11,18 +11,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <node_api.h>
+#include "weft-napi.h"
 
-static napi_value throw_errno(napi_env env, int err, const char *what) {
-  char message[256];
-  snprintf(message, sizeof message, "%s: %s", what, strerror(err));
-  napi_value msg, code, error;
-  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
-  napi_create_int32(env, err, &code);
-  napi_create_error(env, NULL, msg, &error);
-  napi_set_named_property(env, error, "errno", code);
-  napi_throw(env, error);
-  return NULL;
-}
 
 /* notify(path: string, message: string): number of bytes sent */
 static napi_value Notify(napi_env env, napi_callback_info info) {

@@ -21,21 +21,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <node_api.h>
+#include "weft-napi.h"
 
 /* Socket buffers: a burst of a batch or more per peer must fit while the other side catches up. */
 #define SOCKET_BUFFER (4 * 1024 * 1024)
 
-static napi_value throw_errno(napi_env env, int err, const char *what) {
-  char message[256];
-  snprintf(message, sizeof message, "%s: %s", what, strerror(err));
-  napi_value msg, code, error;
-  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
-  napi_create_int32(env, err, &code);
-  napi_create_error(env, NULL, msg, &error);
-  napi_set_named_property(env, error, "errno", code);
-  napi_throw(env, error);
-  return NULL;
-}
 
 static int args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, const char *usage) {
   size_t argc = want;
@@ -291,6 +281,15 @@ static int bytes_of(napi_env env, napi_value v, uint8_t **data, size_t *len) {
   return 1;
 }
 
+static napi_value bytes_value(napi_env env, const void *data, size_t n) {
+  void *p;
+  napi_value ab, out;
+  napi_create_arraybuffer(env, n, &p, &ab);
+  memcpy(p, data, n);
+  napi_create_typedarray(env, napi_uint8_array, n, ab, 0, &out);
+  return out;
+}
+
 /* decrementTtl(packet): false when the packet is dropped; else the packet is patched in place. */
 static napi_value DecrementTtl(napi_env env, napi_callback_info info) {
   napi_value argv[1], out;
@@ -314,12 +313,7 @@ static napi_value NetUnreachable(napi_env env, napi_callback_info info) {
     napi_get_null(env, &out);
     return out;
   }
-  void *data;
-  napi_value ab;
-  napi_create_arraybuffer(env, n, &data, &ab);
-  memcpy(data, icmp, n);
-  napi_create_typedarray(env, napi_uint8_array, n, ab, 0, &out);
-  return out;
+  return bytes_value(env, icmp, n);
 }
 
 /* lookup(triples, dst): the peer the forwarder would send dst to (host order), 0 for none. */
@@ -334,14 +328,6 @@ static napi_value Lookup(napi_env env, napi_callback_info info) {
   return number(env, peer);
 }
 
-static napi_value bytes_value(napi_env env, const void *data, size_t n) {
-  void *p;
-  napi_value ab, out;
-  napi_create_arraybuffer(env, n, &p, &ab);
-  memcpy(p, data, n);
-  napi_create_typedarray(env, napi_uint8_array, n, ab, 0, &out);
-  return out;
-}
 
 /* segment(packet, mss): the datagrams a TSO super packet becomes on the wire. */
 static napi_value Segment(napi_env env, napi_callback_info info) {
