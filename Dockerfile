@@ -12,9 +12,10 @@ COPY src ./src
 COPY bench ./bench
 COPY native ./native
 RUN make node deps native build cni-plugin
-RUN mkdir -p /opt/weft/bin /opt/weft/native/sd-notify/build/Release /opt/weft/native/udp-tun/build/Release && cp dist/cni/flannel /opt/weft/bin/flannel && \
+RUN mkdir -p /opt/weft/bin /opt/weft/native/sd-notify/build/Release /opt/weft/native/udp-tun/build/Release /opt/weft/native/resident/build/Release && cp dist/cni/flannel /opt/weft/bin/flannel && \
     cp native/sd-notify/build/Release/sd_notify.node /opt/weft/native/sd-notify/build/Release/ && \
     cp native/udp-tun/build/Release/udp_tun.node /opt/weft/native/udp-tun/build/Release/ && \
+    cp native/resident/build/Release/resident.node /opt/weft/native/resident/build/Release/ && \
     ln -s flannel /opt/weft/bin/flanneld && ln -s flannel /opt/weft/bin/weft && \
     cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*' \
       -exec sh -c 'mkdir -p "/opt/weft/dist/$(dirname "$1")" && cp "$1" "/opt/weft/dist/$1"' _ {} \; && \

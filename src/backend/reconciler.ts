@@ -198,8 +198,9 @@ export class Reconciler {
           this.#publishPeers();
           afterWork();
           this.#log.info({ peers: this.#peers.size }, 'initial peers programmed');
-          // The initial burst leaves garbage that would stay resident for a long time.
-          releaseMemory();
+          // The initial burst leaves garbage that would stay resident for a long time, and start-up
+          // code that may never run again.
+          releaseMemory({ code: true });
           this.#log.info(memoryFigures(), 'memory released after the initial burst');
         }
       }

@@ -2,7 +2,29 @@
  * Handing memory back after a burst. V8 keeps a grown heap (and glibc its freed pages) resident
  * long after the garbage is gone; a long-lived agent that just programmed thousands of peers
  * should not sit on that. bin/weft passes --expose-gc, which installs V8's gc() extension.
+ *
+ * After start-up, the code only start-up ran goes too: weft's `resident` addon (native/resident)
+ * drops the process's mappings of executable file pages, which the kernel maps back from the page
+ * cache on their next use (docs/benchmarks.md: 13 MB of the node binary's text in kube mode).
  */
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+type ResidentAddon = { releaseCode(): number };
+let resident: ResidentAddon | null | undefined;
+
+/** The addon, or null where it was not built (then code stays mapped, as before). */
+function residentAddon(): ResidentAddon | null {
+  if (resident === undefined) {
+    try {
+      resident = createRequire(import.meta.url)(fileURLToPath(new URL('../../../native/resident/build/Release/resident.node', import.meta.url))) as ResidentAddon;
+    } catch {
+      resident = null;
+    }
+  }
+  return resident;
+}
+
 interface GcOptions {
   type: 'major' | 'minor';
   execution: 'sync' | 'async';
@@ -12,10 +34,14 @@ interface GcOptions {
 
 let lastRelease = -Infinity;
 
-/** Collects as V8 does under memory pressure, when the runtime exposes gc(); else does nothing. */
-export function releaseMemory(): void {
+/**
+ * Collects as V8 does under memory pressure, when the runtime exposes gc(); with `code`, also
+ * unmaps the executable pages (once start-up is over: they fault back in as they are used).
+ */
+export function releaseMemory(options: { code?: boolean } = {}): void {
   lastRelease = performance.now();
   (globalThis as { gc?: (options: GcOptions) => void }).gc?.({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  if (options.code) residentAddon()?.releaseCode();
 }
 
 /**
