@@ -125,7 +125,7 @@ test('udp: flannel\'s wire format, with a stand-in flannel peer that speaks it f
   assert.equal(m.subarray(28, 36).toString(), 'weft-udp');
 });
 
-test('udp: a deleted flannel0 comes back with its address and route, and pods reach each other again', { skip, timeout: 180_000 }, async (t) => {
+test('udp: a deleted flannel0 comes back with its address and route, and pods reach each other again; so does a deleted route', { skip, timeout: 180_000 }, async (t) => {
   const cluster = await cluster3(t);
   const [n1, n2] = cluster.nodes as [ClusterNode, ClusterNode];
   const before = await tun(n1);
@@ -136,6 +136,9 @@ test('udp: a deleted flannel0 comes back with its address and route, and pods re
   });
   assert.deepEqual((await tun(n1))?.addrs, before?.addrs);
   await wait('pods across nodes reach each other again', () => cluster.ping(n1.pods[0]!, n2.pods[0]!.ip));
+  // The route alone, deleted by hand, comes back too.
+  await nsExec(n1.ns, 'ip', ['route', 'del', '198.18.0.0/16', 'dev', 'flannel0']);
+  await wait('the route for the network is back', async () => (await networkRoute(n1)) === 'flannel0');
   await assertFullMesh(cluster);
 });
 
