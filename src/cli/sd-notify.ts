@@ -6,27 +6,23 @@
  * missing socket variable is a no-op and a failure is only logged, as with flanneld.
  */
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import type { Logger } from '../core/log.js';
-
-/** From dist/src/cli in a checkout and in the image (/opt/weft/dist beside /opt/weft/native). */
-const addonPath = fileURLToPath(new URL('../../../native/sd-notify/build/Release/sd_notify.node', import.meta.url));
+import { loadNativeAddon } from '../core/native-addon.js';
 
 type Addon = { notify(path: string, message: string): number };
 
 export async function notifyReady(env: Readonly<Record<string, string | undefined>>, log: Logger): Promise<void> {
   const socket = env['NOTIFY_SOCKET'];
   if (!socket) return;
-  if (existsSync(addonPath)) {
-    try {
-      const addon = createRequire(import.meta.url)(addonPath) as Addon;
+  try {
+    const addon = loadNativeAddon<Addon>('sd-notify', 'sd_notify');
+    if (addon) {
       addon.notify(socket, `READY=1\nMAINPID=${process.pid}\n`);
       log.info({}, 'notified systemd: READY=1');
-    } catch (err) {
-      log.warn({ err }, 'could not notify systemd (READY=1)');
+      return;
     }
+  } catch (err) {
+    log.warn({ err }, 'could not notify systemd (READY=1)');
     return;
   }
   await new Promise<void>((resolve) => {

@@ -7,8 +7,7 @@
  * drops the process's mappings of executable file pages, which the kernel maps back from the page
  * cache on their next use (docs/benchmarks.md: 13 MB of the node binary's text in kube mode).
  */
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { loadNativeAddon } from './native-addon.js';
 
 type ResidentAddon = { releaseCode(): number };
 let resident: ResidentAddon | null | undefined;
@@ -17,9 +16,9 @@ let resident: ResidentAddon | null | undefined;
 function residentAddon(): ResidentAddon | null {
   if (resident === undefined) {
     try {
-      resident = createRequire(import.meta.url)(fileURLToPath(new URL('../../../native/resident/build/Release/resident.node', import.meta.url))) as ResidentAddon;
+      resident = loadNativeAddon<ResidentAddon>('resident', 'resident') ?? null;
     } catch {
-      resident = null;
+      resident = null; // releasing memory is never worth failing over
     }
   }
   return resident;

@@ -4,13 +4,8 @@
  * Node cannot: a TUN needs an ioctl, and fs.read of one goes through the thread pool (about
  * 16,000 packets/s measured here). Everything else of the backend is TypeScript.
  */
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { ErrorCodes, WeftError } from '../../core/errors.js';
-
-/** From dist/src/backend/udp in a checkout and in the image (/opt/weft/dist beside /opt/weft/native). */
-const addonPath = fileURLToPath(new URL('../../../../native/udp-tun/build/Release/udp_tun.node', import.meta.url));
+import { loadNativeAddon, nativeAddonPath } from '../../core/native-addon.js';
 
 declare const forwarderBrand: unique symbol;
 /** A running forwarder (two threads); stop() it. */
@@ -56,10 +51,9 @@ let loaded: UdpTunAddon | undefined;
 
 /** The addon; WEFT_ERR_CONFIG saying how to build it when it was not built. */
 export function udpTunAddon(): UdpTunAddon {
-  if (loaded) return loaded;
-  if (!existsSync(addonPath)) {
-    throw new WeftError(ErrorCodes.CONFIG, `the udp backend needs weft's native addon ${addonPath}, which was not built: run \`make setup\` (it needs gcc, g++, make and python3)`);
+  loaded ??= loadNativeAddon<UdpTunAddon>('udp-tun', 'udp_tun');
+  if (!loaded) {
+    throw new WeftError(ErrorCodes.CONFIG, `the udp backend needs weft's native addon ${nativeAddonPath('udp-tun', 'udp_tun')}, which was not built: run \`make setup\` (it needs gcc, g++, make and python3)`);
   }
-  loaded = createRequire(import.meta.url)(addonPath) as UdpTunAddon;
   return loaded;
 }
