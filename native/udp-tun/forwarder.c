@@ -380,9 +380,13 @@ static void *udp_to_tun(void *arg) {
   return NULL;
 }
 
-struct forwarder *forwarder_start(int tun, int udp, size_t mtu, uint32_t tun_addr_be, uint16_t port) {
+struct forwarder *forwarder_start(int tun, int udp, size_t mtu, uint32_t tun_addr_be, uint16_t port, struct fwd_table *table) {
   struct forwarder *f = calloc(1, sizeof *f);
-  if (!f) return NULL;
+  if (!f) {
+    free(table);
+    return NULL;
+  }
+  f->table = table;
   f->tun = tun;
   f->udp = udp;
   f->mtu = mtu;
@@ -417,6 +421,7 @@ fail_fd:
   close(f->stopfd);
 fail:
   pthread_mutex_destroy(&f->lock);
+  free(f->table);
   free(f);
   return NULL;
 }

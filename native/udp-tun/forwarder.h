@@ -29,8 +29,10 @@ enum fwd_counter {
 struct forwarder;
 struct fwd_table;
 
-/* Starts both threads; NULL with errno set on failure. The fds stay the caller's. */
-struct forwarder *forwarder_start(int tun, int udp, size_t mtu, uint32_t tun_addr_be, uint16_t port);
+/* Starts both threads with the table in place (taking ownership of it: packets already queued in
+ * the TUN, as after a restart, must find their peers); NULL with errno set on failure, the table
+ * freed. The fds stay the caller's. */
+struct forwarder *forwarder_start(int tun, int udp, size_t mtu, uint32_t tun_addr_be, uint16_t port, struct fwd_table *table);
 /* Replaces the table (taking ownership of it); the old one is freed. */
 void forwarder_set_table(struct forwarder *f, struct fwd_table *table);
 void forwarder_counters(struct forwarder *f, uint64_t out[C_COUNT]);

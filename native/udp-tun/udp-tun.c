@@ -193,31 +193,6 @@ static struct forwarder **unwrap(napi_env env, napi_value v) {
   return data;
 }
 
-/* start(tunFd, udpFd, mtu, tunAddr, port): handle. tunAddr in host order. */
-static napi_value Start(napi_env env, napi_callback_info info) {
-  napi_value argv[5];
-  uint32_t tun, udp, mtu, addr, port;
-  if (!args(env, info, 5, argv, "start(tunFd, udpFd, mtu, tunAddr, port)") || !get_u32(env, argv[0], &tun, "start: tunFd") ||
-      !get_u32(env, argv[1], &udp, "start: udpFd") || !get_u32(env, argv[2], &mtu, "start: mtu") || !get_u32(env, argv[3], &addr, "start: tunAddr") ||
-      !get_u32(env, argv[4], &port, "start: port"))
-    return NULL;
-  if (mtu < 68 || mtu > 65535 || port > 65535) {
-    napi_throw_range_error(env, NULL, "start: mtu or port out of range");
-    return NULL;
-  }
-  struct forwarder **slot = calloc(1, sizeof *slot);
-  if (!slot) return throw_errno(env, ENOMEM, "start");
-  *slot = forwarder_start((int)tun, (int)udp, mtu, htonl(addr), (uint16_t)port);
-  if (!*slot) {
-    int err = errno;
-    free(slot);
-    return throw_errno(env, err, "start");
-  }
-  napi_value handle;
-  napi_create_external(env, slot, finalize_forwarder, NULL, &handle);
-  return handle;
-}
-
 static struct fwd_table *table_from(napi_env env, napi_value v) {
   napi_typedarray_type type;
   size_t length;
@@ -229,6 +204,36 @@ static struct fwd_table *table_from(napi_env env, napi_value v) {
   struct fwd_table *t = fwd_table_build(data, length / 3);
   if (!t) napi_throw_range_error(env, NULL, "the table has a prefix above 32");
   return t;
+}
+
+/* start(tunFd, udpFd, mtu, tunAddr, port, triples): handle. tunAddr in host order; the table as setTable takes it. */
+static napi_value Start(napi_env env, napi_callback_info info) {
+  napi_value argv[6];
+  uint32_t tun, udp, mtu, addr, port;
+  if (!args(env, info, 6, argv, "start(tunFd, udpFd, mtu, tunAddr, port, triples)") || !get_u32(env, argv[0], &tun, "start: tunFd") ||
+      !get_u32(env, argv[1], &udp, "start: udpFd") || !get_u32(env, argv[2], &mtu, "start: mtu") || !get_u32(env, argv[3], &addr, "start: tunAddr") ||
+      !get_u32(env, argv[4], &port, "start: port"))
+    return NULL;
+  if (mtu < 68 || mtu > 65535 || port > 65535) {
+    napi_throw_range_error(env, NULL, "start: mtu or port out of range");
+    return NULL;
+  }
+  struct fwd_table *table = table_from(env, argv[5]);
+  if (!table) return NULL;
+  struct forwarder **slot = calloc(1, sizeof *slot);
+  if (!slot) {
+    free(table);
+    return throw_errno(env, ENOMEM, "start");
+  }
+  *slot = forwarder_start((int)tun, (int)udp, mtu, htonl(addr), (uint16_t)port, table);
+  if (!*slot) {
+    int err = errno;
+    free(slot);
+    return throw_errno(env, err, "start");
+  }
+  napi_value handle;
+  napi_create_external(env, slot, finalize_forwarder, NULL, &handle);
+  return handle;
 }
 
 /* setTable(handle, triples: Uint32Array): replaces the forwarding table. */

@@ -154,7 +154,8 @@ test('udp: a graceful restart (SIGHUP) loses no packet; SIGKILL loses only what 
       programmedCount(n2) === 2 && /TUN device taken over/.test(n2.log) && /UDP socket taken over/.test(n2.log));
   });
   assert.ok(graceful.sent > 100, `ping ran (${graceful.sent} sent)`);
-  assert.equal(graceful.sent - graceful.received, 0, `a graceful restart lost ${graceful.sent - graceful.received} of ${graceful.sent} packets`);
+  const counters = JSON.stringify(((await cluster.health(n2, healthPort, '/status')).body as { packets?: unknown }).packets);
+  assert.equal(graceful.sent - graceful.received, 0, `a graceful restart lost ${graceful.sent - graceful.received} of ${graceful.sent} packets; the new agent's forwarder: ${counters}`);
   assert.equal(n2.agent?.pid, pid, 'the same process, re-executed');
   assert.equal((await tun(n2))?.index, device?.index, 'the same device');
 

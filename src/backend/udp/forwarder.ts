@@ -33,8 +33,7 @@ export class Forwarder {
 
   start(path: ForwarderPath): void {
     this.stop();
-    this.#handle = this.#addon.start(path.tunFd, path.udpFd, path.mtu, Number(path.tunAddr.value), path.port);
-    this.#addon.setTable(this.#handle, this.#table);
+    this.#handle = this.#addon.start(path.tunFd, path.udpFd, path.mtu, Number(path.tunAddr.value), path.port, this.#table);
   }
 
   setTable(tunnels: readonly TunnelSpec[]): void {

@@ -21,7 +21,11 @@ export interface UdpTunAddon {
   /** Whether the fd survives execve (a graceful restart hands it on). */
   keepOnExec(fd: number, keep: boolean): void;
   closeFd(fd: number): void;
-  start(tunFd: number, udpFd: number, mtu: number, tunAddr: number, port: number): ForwarderHandle;
+  /**
+   * Starts the threads with the forwarding table already in place: after a restart the TUN holds
+   * packets queued meanwhile, and each must find its peer. Triples as setTable takes them.
+   */
+  start(tunFd: number, udpFd: number, mtu: number, tunAddr: number, port: number, triples: Uint32Array): ForwarderHandle;
   /** (subnet, prefix, peer) triples, addresses as host-order numbers. */
   setTable(handle: ForwarderHandle, triples: Uint32Array): void;
   counters(handle: ForwarderHandle): number[];
