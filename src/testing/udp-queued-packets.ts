@@ -10,7 +10,7 @@ import { parseIp } from '../ip/ip.js';
 import { RtNetlink } from '../netlink/rtnetlink.js';
 import { countersOf, udpTunAddon } from '../backend/udp/udp-addon.js';
 
-const queued = Number(process.argv[2] ?? '300');
+const queued = Number(process.argv[2] ?? '200');
 const host = (ip: string): number => Number(parseIp(ip).value);
 
 const addon = udpTunAddon();
