@@ -1,5 +1,6 @@
 #include "packet.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,7 @@ struct fwd_table *fwd_table_build(const uint32_t *triples, size_t count) {
     uint32_t prefix = triples[3 * i + 1];
     if (prefix > 32) {
       free(t);
+      errno = EINVAL;
       return NULL;
     }
     e[i].prefix = (uint8_t)prefix;

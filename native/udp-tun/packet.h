@@ -44,8 +44,8 @@ struct fwd_table {
   struct fwd_entry entries[];
 };
 
-/* Builds a table from (net, prefix, peer) triples in host order; NULL when out of memory or a
- * prefix is above 32. Later duplicates of a subnet replace earlier ones. */
+/* Builds a table from (net, prefix, peer) triples in host order; NULL with errno ENOMEM when out
+ * of memory, EINVAL when a prefix is above 32. Later duplicates of a subnet replace earlier ones. */
 struct fwd_table *fwd_table_build(const uint32_t *triples, size_t count);
 
 /* The peer (host order) for dst (host order), or 0 when no entry covers it. */

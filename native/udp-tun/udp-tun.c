@@ -202,7 +202,8 @@ static struct fwd_table *table_from(napi_env env, napi_value v) {
     return NULL;
   }
   struct fwd_table *t = fwd_table_build(data, length / 3);
-  if (!t) napi_throw_range_error(env, NULL, "the table has a prefix above 32");
+  if (!t && errno == ENOMEM) throw_errno(env, ENOMEM, "the forwarding table");
+  else if (!t) napi_throw_range_error(env, NULL, "the table has a prefix above 32");
   return t;
 }
 
