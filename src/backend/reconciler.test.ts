@@ -34,7 +34,7 @@ const program = (l: Lease): PeerProgram => {
 type TestContext = { after(fn: () => Promise<void> | void): void };
 
 function start(t: TestContext, initial: Lease[], refuse = new Set<number>()) {
-  const nl = new FakeNetlink([{ index: ext, name: 'eth0', mtu: 1500 }, { index: dev, name: 'flannel.1', mtu: 1450, kind: 'vxlan' }]);
+  const nl = new FakeNetlink([{ index: ext, name: 'eth0', mtu: 1500 }, { index: dev, name: 'flannel.1', mtu: 1450 }]);
   const log = recordingLogger();
   const ctl = new AbortController();
   const events = leaseFeed(ctl.signal);

@@ -222,7 +222,7 @@ export async function runProcess(): Promise<void> {
     const passed = handover.outgoing();
     process.stderr.write(`weft: restarting (${process.execPath} ${argv.join(' ')})${passed ? `, handing over ${passed}` : ''}\n`);
     try {
-      if (!process.execve) throw new Error('this Node.js has no process.execve');
+      if (!process.execve) throw new WeftError(ErrorCodes.INTERNAL, 'this Node.js has no process.execve');
       process.execve(process.execPath, restartArgv(), { ...process.env, ...(passed ? { [handoverEnv]: passed } : {}) });
     } catch (err) {
       process.stderr.write(`weft: could not restart: ${errorMessage(err)}\n`);

@@ -1,4 +1,5 @@
 /** Asks the agent on this machine for its report, at the address its own health-server flags name. */
+import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { StatusReport } from './status-report.js';
 
 /** The URL of the agent's `/status`: an agent listening on every address is asked on loopback. */
@@ -10,6 +11,6 @@ export function statusUrl(healthzIp: string, port: number): string {
 /** The report, or a rejection saying why none came (no agent, HTTP error, timeout). */
 export async function fetchStatus(url: string, signal: AbortSignal): Promise<StatusReport> {
   const res = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(5000)]) });
-  if (res.status !== 200) throw new Error(`HTTP ${res.status}`);
+  if (res.status !== 200) throw new WeftError(ErrorCodes.UNAVAILABLE, `${url}: HTTP ${res.status}`);
   return (await res.json()) as StatusReport;
 }

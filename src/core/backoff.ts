@@ -1,6 +1,7 @@
 /**
- * Exponential backoff with full jitter, as flannel's watch loop (100 ms doubling to 5 s).
- * Pure: the random source is injected so tests can pin it.
+ * Exponential backoff with equal jitter (each wait between half and all of its ceiling, so that
+ * agents that failed together spread out, yet none retries at once), doubling from 100 ms to 5 s
+ * by default as flannel's watch loop. Pure: the random source is injected so tests can pin it.
  */
 export interface BackoffOptions {
   initialMs?: number;
@@ -20,7 +21,7 @@ export class Backoff {
     this.#random = options.random ?? Math.random;
   }
 
-  /** The next wait: grows by 2 each call up to the cap, jittered to 50-100% of its value. */
+  /** The next wait: the ceiling doubles each call up to the cap; the wait is 50-100% of it (equal jitter). */
   next(): number {
     const ceiling = Math.min(this.#max, this.#initial * 2 ** this.#attempt);
     this.#attempt = Math.min(this.#attempt + 1, 30);

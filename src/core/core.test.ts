@@ -4,7 +4,7 @@ import { Backoff } from './backoff.js';
 import { AsyncQueue } from './async-queue.js';
 import { delay } from './abort.js';
 import { createLogger } from './log.js';
-import { ErrorCodes, WeftError } from './errors.js';
+import { ErrorCodes, WeftError, isRetriable, retryAfterMs } from './errors.js';
 
 test('backoff doubles up to its cap, jittered between half and all of it', () => {
   const hi = new Backoff({ initialMs: 100, maxMs: 1000, random: () => 1 });
@@ -44,8 +44,42 @@ test('logger writes one JSON line per call with bindings, errors and levels', ()
   assert.equal(rec['component'], 'x');
   assert.equal(rec['sub'], 1);
   assert.equal(rec['n'], '2');
-  assert.deepEqual(rec['err'], { type: 'WeftError', message: 'bad', code: 'WEFT_ERR_CONFIG' });
+  const err = rec['err'] as Record<string, unknown>;
+  assert.deepEqual({ ...err, stack: undefined }, { type: 'WeftError', message: 'bad', code: 'WEFT_ERR_CONFIG', stack: undefined });
+  assert.match(String(err['stack']), /^WeftError: bad\n {4}at /, 'the stack says where it came from');
   assert.equal(rec['msg'], 'careful');
+});
+
+test('an unexpected error keeps its stack and its cause, in JSON and in text', () => {
+  const lines: string[] = [];
+  const json = createLogger({ write: (l) => lines.push(l) });
+  const cause = Object.assign(new Error('socket closed'), { errno: 'EPIPE' });
+  json.error({ err: new TypeError('x is undefined', { cause }) }, 'backend failed');
+  const err = (JSON.parse(lines[0]!) as { err: Record<string, unknown> }).err;
+  assert.equal(err['type'], 'TypeError');
+  assert.match(String(err['stack']), /^TypeError: x is undefined\n {4}at /);
+  const logged = err['cause'] as Record<string, unknown>;
+  assert.deepEqual([logged['message'], logged['errno']], ['socket closed', 'EPIPE']);
+  const text: string[] = [];
+  createLogger({ write: (l) => text.push(l), format: 'text' }).error({ err: new TypeError('x is undefined') }, 'backend failed');
+  assert.match(text[0]!, /backend failed err="x is undefined"\n\tat /, 'a bug\'s stack follows its line');
+  text.length = 0;
+  createLogger({ write: (l) => text.push(l), format: 'text' }).warn({ err: new WeftError(ErrorCodes.UNAVAILABLE, 'etcd down') }, 'retrying');
+  assert.doesNotMatch(text[0]!, /\tat /, 'an expected failure is one line');
+});
+
+test('retries are decided by code: registry, kernel and tool failures are retried; bad input, bugs and foreign errors are not', () => {
+  for (const code of ['WEFT_ERR_UNAVAILABLE', 'WEFT_ERR_ETCD', 'WEFT_ERR_KUBE_API', 'WEFT_ERR_PROTOCOL', 'WEFT_ERR_COMPACTED', 'WEFT_ERR_KERNEL', 'WEFT_ERR_COMMAND', 'WEFT_ERR_SUBNET_TAKEN', 'WEFT_ERR_LEASE_CHANGED', 'WEFT_ERR_CONFIG_NOT_FOUND'] as const) {
+    assert.equal(isRetriable(new WeftError(code, 'x')), true, code);
+  }
+  for (const code of ['WEFT_ERR_CONFIG', 'WEFT_ERR_KUBE_INVALID', 'WEFT_ERR_INTERNAL', 'WEFT_ERR_OUT_OF_SUBNETS', 'WEFT_ERR_MAX_RETRIES', 'WEFT_ERR_LEASE_DECODE'] as const) {
+    assert.equal(isRetriable(new WeftError(code, 'x')), false, code);
+  }
+  assert.equal(isRetriable(new TypeError('bug')), false);
+  assert.equal(isRetriable(Object.assign(new Error('x'), { code: 'WEFT_ERR_UNAVAILABLE' })), false, 'a code alone on a foreign error does not count');
+  assert.equal(retryAfterMs(Object.assign(new WeftError(ErrorCodes.KUBE_API, 'x'), { retryAfterMs: 2000 })), 2000);
+  assert.equal(retryAfterMs(Object.assign(new WeftError(ErrorCodes.KUBE_API, 'x'), { retryAfterMs: -1 })), undefined);
+  assert.equal(retryAfterMs(new WeftError(ErrorCodes.KUBE_API, 'x')), undefined);
 });
 
 

@@ -63,8 +63,24 @@ export const silentLogger: Logger = {
 function serialise(fields: LogFields): LogFields {
   const err = fields['err'];
   if (!(err instanceof Error)) return fields;
-  const code = (err as { code?: unknown }).code;
-  return { ...fields, err: { type: err.name, message: err.message, ...(code === undefined ? {} : { code }) } };
+  return { ...fields, err: serialiseError(err, 0) };
+}
+
+/**
+ * An error as pino's serializer gives it: type, message, code, and the stack and cause that tell
+ * where an unexpected one came from; causes to a depth of 3.
+ */
+function serialiseError(err: Error, depth: number): Record<string, unknown> {
+  const { code, errno } = err as { code?: unknown; errno?: unknown };
+  const cause: unknown = err.cause;
+  return {
+    type: err.name,
+    message: err.message,
+    ...(code === undefined ? {} : { code }),
+    ...(errno === undefined ? {} : { errno }),
+    ...(err.stack === undefined ? {} : { stack: err.stack }),
+    ...(cause === undefined || depth >= 3 ? {} : { cause: cause instanceof Error ? serialiseError(cause, depth + 1) : String(cause) }),
+  };
 }
 
 function jsonSafe(_key: string, value: unknown): unknown {
@@ -78,11 +94,18 @@ function textLine(level: LogLevel, now: Date, bindings: LogFields, fields: LogFi
   const { name, component, ...rest } = { ...bindings, ...fields };
   const who = typeof component === 'string' ? component : typeof name === 'string' ? name : 'weft';
   const pairs = Object.entries(rest).map(([k, v]) => `${k}=${textValue(v)}`);
-  return `${level[0]!.toUpperCase()}${stamp} ${who}] ${msg}${pairs.length > 0 ? ' ' + pairs.join(' ') : ''}\n`;
+  return `${level[0]!.toUpperCase()}${stamp} ${who}] ${msg}${pairs.length > 0 ? ' ' + pairs.join(' ') : ''}\n${textStack(fields)}`;
 }
 
 function textValue(v: unknown): string {
   if (typeof v === 'string') return /^[^\s"=]+$/.test(v) ? v : JSON.stringify(v);
   if (typeof v === 'object' && v !== null && 'message' in v) return JSON.stringify((v as { message: unknown }).message);
   return JSON.stringify(v, jsonSafe) ?? String(v);
+}
+
+/** Under a text line, the stack of an error that is not one of weft's own: a bug, to be found. */
+function textStack(fields: LogFields): string {
+  const err = fields['err'] as { type?: unknown; stack?: unknown } | undefined;
+  if (!err || err.type === 'WeftError' || typeof err.stack !== 'string') return '';
+  return err.stack.split('\n').slice(1).map((l) => `\t${l.trim()}\n`).join('');
 }

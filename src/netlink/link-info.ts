@@ -1,9 +1,9 @@
 /**
- * IFLA_LINKINFO for vxlan devices, which the `netlink` package leaves as raw bytes: a small typed
- * encoder and decoder of the attributes weft uses (linux/if_link.h).
+ * IFLA_LINKINFO, which the `netlink` package leaves as raw bytes: a small typed encoder and
+ * decoder of the attributes weft uses (linux/if_link.h), per link kind.
  */
 import type { IpAddr } from '../ip/ip.js';
-import type { VxlanSpec } from './netlink.js';
+import type { LinkDetails, LinkSpec, VxlanSpec } from './netlink.js';
 
 const IFLA_INFO_KIND = 1;
 const IFLA_INFO_DATA = 2;
@@ -59,7 +59,18 @@ export function bytesIp(b: Buffer): IpAddr | undefined {
   return { family: b.length === 4 ? 4 : 6, value: v };
 }
 
-export function encodeVxlanLinkInfo(spec: VxlanSpec): Buffer {
+/** IFLA_LINKINFO for a new link of this kind. */
+export function encodeLinkInfo(spec: LinkSpec): Buffer {
+  const kind = attr(IFLA_INFO_KIND, Buffer.from(`${spec.kind}\0`));
+  switch (spec.kind) {
+    case 'vxlan':
+      return Buffer.concat([kind, attr(IFLA_INFO_DATA | NLA_F_NESTED, encodeVxlanData(spec.vxlan))]);
+    case 'wireguard':
+      return kind;
+  }
+}
+
+function encodeVxlanData(spec: VxlanSpec): Buffer {
   const data: Buffer[] = [attr(VXLAN.ID, u32(spec.vni))];
   if (spec.underlay !== undefined) data.push(attr(VXLAN.LINK, u32(spec.underlay)));
   if (spec.local) data.push(attr(spec.local.family === 4 ? VXLAN.LOCAL : VXLAN.LOCAL6, ipBytes(spec.local)));
@@ -67,7 +78,7 @@ export function encodeVxlanLinkInfo(spec: VxlanSpec): Buffer {
   data.push(attr(VXLAN.L2MISS, u8(0)), attr(VXLAN.L3MISS, u8(0)));
   if (spec.port) data.push(attr(VXLAN.PORT, be16(spec.port)));
   if (spec.gbp) data.push(attr(VXLAN.GBP, Buffer.alloc(0)));
-  return Buffer.concat([attr(IFLA_INFO_KIND, Buffer.from('vxlan\0')), attr(IFLA_INFO_DATA | NLA_F_NESTED, Buffer.concat(data))]);
+  return Buffer.concat(data);
 }
 
 function* attrs(buf: Buffer): Generator<[number, Buffer]> {
@@ -81,15 +92,28 @@ function* attrs(buf: Buffer): Generator<[number, Buffer]> {
   }
 }
 
-/** The link kind and, for vxlan, its settings. */
-export function decodeLinkInfo(buf: Buffer): { kind?: string; vxlan?: VxlanSpec } {
+/** The link's kind and, for vxlan, its settings; undefined when the kernel names no kind. */
+export function decodeLinkInfo(buf: Buffer): LinkDetails | undefined {
   let kind: string | undefined;
   let data: Buffer | undefined;
   for (const [type, payload] of attrs(buf)) {
     if (type === IFLA_INFO_KIND) kind = payload.toString('utf8').replace(/\0+$/, '');
     else if (type === IFLA_INFO_DATA) data = payload;
   }
-  if (kind !== 'vxlan' || !data) return kind === undefined ? {} : { kind };
+  switch (kind) {
+    case undefined:
+      return undefined;
+    case 'vxlan':
+      return { kind, vxlan: decodeVxlanData(data ?? Buffer.alloc(0)) };
+    case 'wireguard':
+    case 'tun':
+      return { kind };
+    default:
+      return { kind: 'other', name: kind };
+  }
+}
+
+function decodeVxlanData(data: Buffer): VxlanSpec {
   let vni = 0;
   let underlay: number | undefined;
   let local: IpAddr | undefined;
@@ -104,8 +128,5 @@ export function decodeLinkInfo(buf: Buffer): { kind?: string; vxlan?: VxlanSpec 
     else if (type === VXLAN.LEARNING && p.length >= 1) learning = p[0] === 1;
     else if (type === VXLAN.GBP) gbp = true;
   }
-  return {
-    kind,
-    vxlan: { vni, port, learning, gbp, ...(underlay !== undefined && underlay !== 0 ? { underlay } : {}), ...(local && local.value !== 0n ? { local } : {}) },
-  };
+  return { vni, port, learning, gbp, ...(underlay !== undefined && underlay !== 0 ? { underlay } : {}), ...(local && local.value !== 0n ? { local } : {}) };
 }

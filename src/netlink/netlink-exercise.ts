@@ -27,7 +27,7 @@ const watching = (async () => {
 await new Promise((r) => setTimeout(r, 100));
 
 const eth = (await nl.linkByName('eth0'))!;
-const vx = await nl.createVxlan('flannel.7', { vni: 7, underlay: eth.index, local: parseIp('203.0.113.1'), port: 0, learning: false, gbp: false }, { mac: '0e:2a:00:00:00:07', mtu: 1450 });
+const vx = await nl.createLink('flannel.7', { kind: 'vxlan', vxlan: { vni: 7, underlay: eth.index, local: parseIp('203.0.113.1'), port: 0, learning: false, gbp: false } }, { mac: '0e:2a:00:00:00:07', mtu: 1450 });
 await nl.addAddress(vx.index, parseIp('198.18.1.0'), 32);
 await nl.setLink(vx.index, { up: true });
 out['vxlan'] = await nl.linkByName('flannel.7');
@@ -51,6 +51,12 @@ await nl.deleteFdb({ index: vx.index, mac: '0e:2a:00:00:00:03', dst: parseIp('20
 out['afterDelete'] = { neighbours: (await nl.neighbours(vx.index, 4)).length, fdb: (await nl.fdb(vx.index)).filter((f) => f.dst).length };
 await nl.setLink(vx.index, { mtu: 1400 });
 out['mtu'] = (await nl.linkByName('flannel.7'))?.mtu;
+// Refusals come back coded, with the kernel's errno: a taken name, a kind this kernel lacks.
+const refusal = async (op: () => Promise<unknown>): Promise<unknown> => op().then(() => 'accepted', (err: { code?: unknown; errno?: unknown }) => ({ code: err.code, errno: err.errno }));
+out['duplicate'] = await refusal(() => nl.createLink('flannel.7', { kind: 'vxlan', vxlan: { vni: 8, port: 0, learning: false, gbp: false } }, {}));
+out['wireguard'] = await refusal(() => nl.createLink('flannel-wg', { kind: 'wireguard' }, {}));
+out['badRoute'] = await refusal(() => nl.replaceRoute({ dst: parseCidr('198.18.4.0/24'), gateway: parseIp('198.18.4.1'), index: 999, onlink: true }));
+out['tun'] = (await nl.linkByName('tun0'))?.details;
 await new Promise((r) => setTimeout(r, 100));
 ctl.abort();
 await watching;

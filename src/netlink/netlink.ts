@@ -3,8 +3,27 @@
  * stream of change notifications. Backends depend on this port only; `rtnetlink.ts` implements it
  * over the `netlink` package.
  */
+import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { Cidr } from '../ip/cidr.js';
 import type { Family, IpAddr } from '../ip/ip.js';
+
+/** A kernel request refused or left unanswered: WEFT_ERR_KERNEL, with the kernel's errno name. */
+export class KernelError extends WeftError {
+  /** `EEXIST`, `ENODEV`, `EOPNOTSUPP`, ...; `ETIMEDOUT` when no answer came. */
+  readonly errno: string;
+
+  constructor(what: string, errno: string, options?: { cause?: unknown }) {
+    super(ErrorCodes.KERNEL, `${what}: ${errno}`, options);
+    this.name = 'KernelError';
+    this.errno = errno;
+  }
+}
+
+/** The errno name of a KernelError (or of any error carrying one), else undefined. */
+export function errnoOf(err: unknown): string | undefined {
+  const errno = (err as { errno?: unknown } | null)?.errno;
+  return typeof errno === 'string' ? errno : undefined;
+}
 
 export interface VxlanSpec {
   readonly vni: number;
@@ -17,16 +36,37 @@ export interface VxlanSpec {
   readonly gbp: boolean;
 }
 
+/** A link weft makes: its kind and that kind's settings. A new kind is one more member. */
+export type LinkSpec =
+  | { readonly kind: 'vxlan'; readonly vxlan: VxlanSpec }
+  /** Configured afterwards over generic netlink (its own port), not rtnetlink. */
+  | { readonly kind: 'wireguard' };
+
+/**
+ * What the kernel says a link is (IFLA_INFO_KIND) and, for the kinds weft reads, its settings;
+ * `other` names any kind weft has no use for (`bridge`, `veth`, ...).
+ */
+export type LinkDetails =
+  | { readonly kind: 'vxlan'; readonly vxlan: VxlanSpec }
+  | { readonly kind: 'wireguard' }
+  | { readonly kind: 'tun' }
+  | { readonly kind: 'other'; readonly name: string };
+
 export interface LinkInfo {
   readonly index: number;
   readonly name: string;
-  /** `vxlan`, `bridge`, `veth`, ... ; undefined for plain devices. */
-  readonly kind?: string;
   readonly mtu: number;
   readonly up: boolean;
   /** Lowercase `aa:bb:..`, when the link has one. */
   readonly mac?: string;
-  readonly vxlan?: VxlanSpec;
+  /** Absent for devices without a kind (a physical NIC, loopback). */
+  readonly details?: LinkDetails;
+}
+
+/** The kernel's name for the link's kind (`vxlan`, `tun`, `bridge`, ...), if it has one. */
+export function linkKind(link: Pick<LinkInfo, 'details'>): string | undefined {
+  const d = link.details;
+  return d === undefined ? undefined : d.kind === 'other' ? d.name : d.kind;
 }
 
 export interface AddressInfo {
@@ -101,12 +141,18 @@ export type NetlinkChange =
 
 /**
  * All methods act on the network namespace the process runs in. Mutations are idempotent where
- * the kernel allows (`replace*`); deletions of entries that are already gone resolve quietly.
+ * the kernel allows (`replace*`); deletions of entries that are already gone resolve quietly. A
+ * refusal or a request the kernel leaves unanswered (10 s) rejects with WEFT_ERR_KERNEL, whose
+ * `errno` names the kernel's reason (`EEXIST`, `ENODEV`, `ETIMEDOUT`, ...).
  */
 export interface Netlink {
   links(): Promise<LinkInfo[]>;
   linkByName(name: string): Promise<LinkInfo | undefined>;
-  createVxlan(name: string, spec: VxlanSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo>;
+  /**
+   * Makes the link (never replaces one: EEXIST when the name is taken) and returns it as the
+   * kernel then lists it. WEFT_ERR_KERNEL with `errno` EOPNOTSUPP when the kernel lacks the kind.
+   */
+  createLink(name: string, spec: LinkSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo>;
   deleteLink(index: number): Promise<void>;
   setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void>;
   /**

@@ -19,15 +19,22 @@ test('links, addresses, routes, neighbours, FDB and change notifications through
   await nsExec(ns, 'ip', ['addr', 'add', '203.0.113.1/24', 'dev', 'eth0']);
   await nsExec(ns, 'ip', ['link', 'set', 'eth0', 'up']);
   await nsExec(peer, 'ip', ['link', 'set', 'eth0', 'up']);
+  await nsExec(ns, 'ip', ['tuntap', 'add', 'dev', 'tun0', 'mode', 'tun']);
 
   const script = fileURLToPath(new URL('./netlink-exercise.js', import.meta.url));
   const out = JSON.parse(await nsExec(ns, process.execPath, [script])) as Record<string, unknown>;
-  const vx = out['vxlan'] as { kind: string; mac: string; mtu: number; up: boolean; vxlan: Record<string, unknown> };
-  assert.equal(vx.kind, 'vxlan');
+  const vx = out['vxlan'] as { mac: string; mtu: number; up: boolean; details: { kind: string; vxlan: Record<string, unknown> } };
+  assert.equal(vx.details.kind, 'vxlan');
   assert.equal(vx.mac, '0e:2a:00:00:00:07');
   assert.equal(vx.mtu, 1450);
   assert.equal(vx.up, true);
-  assert.equal(vx.vxlan['vni'], 7);
+  assert.equal(vx.details.vxlan['vni'], 7);
+  assert.deepEqual(out['tun'], { kind: 'tun' });
+  // Refusals are coded: a taken name, a kind this kernel has no module for, a route via no device.
+  assert.deepEqual(out['duplicate'], { code: 'WEFT_ERR_KERNEL', errno: 'EEXIST' });
+  const wg = out['wireguard'] as { code: string; errno: string } | 'accepted';
+  if (wg !== 'accepted') assert.deepEqual(wg, { code: 'WEFT_ERR_KERNEL', errno: 'EOPNOTSUPP' });
+  assert.deepEqual(out['badRoute'], { code: 'WEFT_ERR_KERNEL', errno: 'ENODEV' });
   assert.deepEqual(out['addresses'], ['198.18.1.0/32']);
   assert.deepEqual(out['neighbours'], ['198.18.2.0 0e:2a:00:00:00:03 true']);
   assert.deepEqual(out['fdb'], ['0e:2a:00:00:00:03 203.0.113.2 true true']);

@@ -9,11 +9,13 @@ import { createRequire } from 'node:module';
 import type * as RtSocketModule from 'netlink/dist/rt/rt.js';
 import type * as RtStructs from 'netlink/dist/rt/structs.js';
 import { AsyncQueue } from '../core/async-queue.js';
+import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
 import type { Cidr } from '../ip/cidr.js';
-import { type Family, type IpAddr } from '../ip/ip.js';
-import { bytesIp, decodeLinkInfo, encodeVxlanLinkInfo, ipBytes } from './link-info.js';
-import type {
-  AddressInfo, FdbInfo, FdbSpec, LinkInfo, Netlink, NetlinkChange, NeighbourChange, NeighbourInfo, NeighbourSpec, RouteInfo, RouteSpec, VxlanSpec,
+import { type Family, type IpAddr, formatIp } from '../ip/ip.js';
+import { bytesIp, decodeLinkInfo, encodeLinkInfo, ipBytes } from './link-info.js';
+import {
+  type AddressInfo, type FdbInfo, type FdbSpec, KernelError, type LinkInfo, type LinkSpec, type Netlink, type NetlinkChange, type NeighbourChange, type NeighbourInfo,
+  type NeighbourSpec, type RouteInfo, type RouteSpec, errnoOf,
 } from './netlink.js';
 
 /**
@@ -51,7 +53,7 @@ export function formatMac(b: Buffer | undefined): string | undefined {
 
 export function macBytes(mac: string): Buffer {
   const parts = mac.split(/[:-]/);
-  if (parts.length !== 6 || parts.some((p) => !/^[0-9a-fA-F]{2}$/.test(p))) throw new Error(`invalid MAC address ${JSON.stringify(mac)}`);
+  if (parts.length !== 6 || parts.some((p) => !/^[0-9a-fA-F]{2}$/.test(p))) throw new WeftError(ErrorCodes.INTERNAL, `invalid MAC address ${JSON.stringify(mac)}`);
   return Buffer.from(parts.map((p) => parseInt(p, 16)));
 }
 
@@ -62,20 +64,43 @@ function enumNumber(value: unknown, names: Record<string, unknown>): number {
 }
 
 /**
- * The kernel's errno name for a rejected request. The package reports it only inside the message
- * (`Request rejected: ESRCH`), so this one place reads it from there.
+ * The package's failure as a KernelError. It reports the errno only inside its message
+ * (`Request rejected: ESRCH`) and a lost answer as `Timeout has been reached`, so this one place
+ * reads them from there.
  */
-export function kernelError(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string') return code;
-  return err instanceof Error ? /Request rejected: ([A-Z0-9]+)/.exec(err.message)?.[1] : undefined;
+function kernelFailure(what: string, err: unknown): KernelError {
+  if (err instanceof KernelError) return err;
+  const message = errorMessage(err);
+  const errno = errnoOf(err) ?? /Request rejected: ([A-Z0-9]+)/.exec(message)?.[1] ?? (/Timeout/.test(message) ? 'ETIMEDOUT' : 'EIO');
+  // Node names errno 95 ENOTSUP; the kernel, and this port's contract, EOPNOTSUPP.
+  return new KernelError(what, errno === 'ENOTSUP' ? 'EOPNOTSUPP' : errno, { cause: err });
+}
+
+/** Runs one request, its failure a KernelError naming `what`. */
+async function request<T>(what: string, op: () => Promise<T>): Promise<T> {
+  try {
+    return await op();
+  } catch (err) {
+    throw kernelFailure(what, err);
+  }
+}
+
+/** A deletion: an entry that is already gone is what was asked for. */
+async function removal(what: string, op: () => Promise<unknown>): Promise<void> {
+  try {
+    await op();
+  } catch (err) {
+    const failure = kernelFailure(what, err);
+    if (!isGone(failure.errno)) throw failure;
+  }
 }
 
 /** Errors the kernel reports for an entry that is already gone. */
-function isGone(err: unknown): boolean {
-  const code = kernelError(err);
-  return code === 'ESRCH' || code === 'ENOENT' || code === 'EADDRNOTAVAIL' || code === 'ENODEV';
+function isGone(errno: string): boolean {
+  return errno === 'ESRCH' || errno === 'ENOENT' || errno === 'EADDRNOTAVAIL' || errno === 'ENODEV';
 }
+
+const cidrText = (c: Cidr): string => `${formatIp(c.ip)}/${c.prefix}`;
 
 export class RtNetlink implements Netlink {
   readonly #pkg = load();
@@ -89,8 +114,8 @@ export class RtNetlink implements Netlink {
   readonly #dumpSock = this.#pkg.createRtNetlink();
   #dumps: Promise<unknown> = Promise.resolve();
 
-  #dump<T>(request: (sock: RtSocketModule.RtNetlinkSocket) => Promise<T>): Promise<T> {
-    const run = (): Promise<T> => request(this.#dumpSock);
+  #dump<T>(what: string, op: (sock: RtSocketModule.RtNetlinkSocket) => Promise<T>): Promise<T> {
+    const run = (): Promise<T> => request(what, () => op(this.#dumpSock));
     const result = this.#dumps.then(run, run);
     // Only the order is kept, not the last dump's messages (1000 routes are a megabyte).
     this.#dumps = result.then(() => undefined, () => undefined);
@@ -98,35 +123,23 @@ export class RtNetlink implements Netlink {
   }
 
   async links(): Promise<LinkInfo[]> {
-    return (await this.#dump((sock) => sock.getLinks(undefined, undefined, { timeout }))).map((m) => this.#link(m));
+    return (await this.#dump('list links', (sock) => sock.getLinks(undefined, undefined, { timeout }))).map((m) => this.#link(m));
   }
 
   async linkByName(name: string): Promise<LinkInfo | undefined> {
     return (await this.links()).find((l) => l.name === name);
   }
 
-  async createVxlan(name: string, spec: VxlanSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo> {
-    await this.#sock.newLink(
-      {},
-      {
-        ifname: name,
-        linkinfo: encodeVxlanLinkInfo(spec),
-        ...(options.mac ? { address: macBytes(options.mac) } : {}),
-        ...(options.mtu ? { mtu: options.mtu } : {}),
-      },
-      { flags: NLM_F_CREATE | NLM_F_EXCL, timeout },
-    );
+  async createLink(name: string, spec: LinkSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo> {
+    const attrs = { ifname: name, linkinfo: encodeLinkInfo(spec), ...(options.mac ? { address: macBytes(options.mac) } : {}), ...(options.mtu ? { mtu: options.mtu } : {}) };
+    await request(`create ${spec.kind} link ${name}`, () => this.#sock.newLink({}, attrs, { flags: NLM_F_CREATE | NLM_F_EXCL, timeout }));
     const link = await this.linkByName(name);
-    if (!link) throw new Error(`vxlan device ${name} vanished right after creation`);
+    if (!link) throw new KernelError(`${spec.kind} link ${name} vanished right after creation`, 'ENODEV');
     return link;
   }
 
   async deleteLink(index: number): Promise<void> {
-    try {
-      await this.#sock.delLink({ index }, undefined, { timeout });
-    } catch (err) {
-      if (!isGone(err)) throw err;
-    }
+    await removal(`delete link ${index}`, () => this.#sock.delLink({ index }, undefined, { timeout }));
   }
 
   async refuseRouterAdvertisements(name: string): Promise<boolean> {
@@ -139,11 +152,11 @@ export class RtNetlink implements Netlink {
 
   async setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void> {
     const data = change.up === undefined ? { index } : { index, change: { up: true as const }, flags: change.up ? { up: true as const } : {} };
-    await this.#sock.setLink(data, change.mtu === undefined ? {} : { mtu: change.mtu }, { timeout });
+    await request(`set link ${index}`, () => this.#sock.setLink(data, change.mtu === undefined ? {} : { mtu: change.mtu }, { timeout }));
   }
 
   async addresses(options: { index?: number; family?: Family } = {}): Promise<AddressInfo[]> {
-    const msgs = await this.#dump((sock) => sock.getAddresses(options.family ? { family: af(options.family) } : {}, undefined, { timeout }));
+    const msgs = await this.#dump('list addresses', (sock) => sock.getAddresses(options.family ? { family: af(options.family) } : {}, undefined, { timeout }));
     const out: AddressInfo[] = [];
     for (const m of msgs) {
       const ip = bytesIp(m.attrs.local ?? m.attrs.address ?? Buffer.alloc(0));
@@ -165,20 +178,20 @@ export class RtNetlink implements Netlink {
 
   async addAddress(index: number, ip: IpAddr, prefix: number): Promise<void> {
     const bytes = ipBytes(ip);
-    await this.#sock.newAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout });
+    await request(`add address ${formatIp(ip)}/${prefix} to link ${index}`, () =>
+      this.#sock.newAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout }),
+    );
   }
 
   async deleteAddress(index: number, ip: IpAddr, prefix: number): Promise<void> {
     const bytes = ipBytes(ip);
-    try {
-      await this.#sock.delAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { timeout });
-    } catch (err) {
-      if (!isGone(err)) throw err;
-    }
+    await removal(`delete address ${formatIp(ip)}/${prefix} from link ${index}`, () =>
+      this.#sock.delAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { timeout }),
+    );
   }
 
   async routes(family: Family): Promise<RouteInfo[]> {
-    const msgs = await this.#dump((sock) => sock.getRoutes({ family: af(family) }, undefined, { timeout }));
+    const msgs = await this.#dump('list routes', (sock) => sock.getRoutes({ family: af(family) }, undefined, { timeout }));
     const out: RouteInfo[] = [];
     for (const m of msgs) {
       const route = this.#route(m, family);
@@ -189,16 +202,12 @@ export class RtNetlink implements Netlink {
 
   async replaceRoute(route: RouteSpec): Promise<void> {
     const [data, attrs] = this.#routeRequest(route);
-    await this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout });
+    await request(`replace route ${cidrText(route.dst)}`, () => this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout }));
   }
 
   async deleteRoute(route: RouteSpec): Promise<void> {
     const [data, attrs] = this.#routeRequest(route);
-    try {
-      await this.#sock.delRoute(data, attrs, { timeout });
-    } catch (err) {
-      if (!isGone(err)) throw err;
-    }
+    await removal(`delete route ${cidrText(route.dst)}`, () => this.#sock.delRoute(data, attrs, { timeout }));
   }
 
   async routeGet(ip: IpAddr): Promise<RouteInfo | undefined> {
@@ -208,14 +217,14 @@ export class RtNetlink implements Netlink {
       return m ? this.#route(m, ip.family) : undefined;
     } catch (err) {
       // No route is an answer ("unreachable"); anything else is a failure to report.
-      const code = kernelError(err);
-      if (code === 'ENETUNREACH' || code === 'EHOSTUNREACH' || code === 'ESRCH') return undefined;
-      throw err;
+      const failure = kernelFailure(`get the route to ${formatIp(ip)}`, err);
+      if (failure.errno === 'ENETUNREACH' || failure.errno === 'EHOSTUNREACH' || failure.errno === 'ESRCH') return undefined;
+      throw failure;
     }
   }
 
   async neighbours(index: number, family: Family): Promise<NeighbourInfo[]> {
-    const msgs = await this.#dump((sock) => sock.getNeighbors({ family: af(family) }, undefined, { timeout }));
+    const msgs = await this.#dump('list neighbours', (sock) => sock.getNeighbors({ family: af(family) }, undefined, { timeout }));
     const out: NeighbourInfo[] = [];
     for (const m of msgs) {
       const entry = m.data.ifindex === index ? this.#neighbour(m, index) : undefined;
@@ -225,23 +234,23 @@ export class RtNetlink implements Netlink {
   }
 
   async replaceNeighbour(entry: NeighbourSpec): Promise<void> {
-    await this.#sock.newNeighbor(
-      { family: af(entry.ip.family), ifindex: entry.index, state: { permanent: true } },
-      { dst: ipBytes(entry.ip), lladdr: macBytes(entry.mac) },
-      { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout },
+    await request(`replace neighbour ${formatIp(entry.ip)} on link ${entry.index}`, () =>
+      this.#sock.newNeighbor(
+        { family: af(entry.ip.family), ifindex: entry.index, state: { permanent: true } },
+        { dst: ipBytes(entry.ip), lladdr: macBytes(entry.mac) },
+        { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout },
+      ),
     );
   }
 
   async deleteNeighbour(entry: { index: number; ip: IpAddr }): Promise<void> {
-    try {
-      await this.#sock.delNeighbor({ family: af(entry.ip.family), ifindex: entry.index }, { dst: ipBytes(entry.ip) }, { timeout });
-    } catch (err) {
-      if (!isGone(err)) throw err;
-    }
+    await removal(`delete neighbour ${formatIp(entry.ip)} on link ${entry.index}`, () =>
+      this.#sock.delNeighbor({ family: af(entry.ip.family), ifindex: entry.index }, { dst: ipBytes(entry.ip) }, { timeout }),
+    );
   }
 
   async fdb(index: number): Promise<FdbInfo[]> {
-    const msgs = await this.#dump((sock) => sock.getNeighbors({ family: AF_BRIDGE }, undefined, { timeout }));
+    const msgs = await this.#dump('list fdb entries', (sock) => sock.getNeighbors({ family: AF_BRIDGE }, undefined, { timeout }));
     const out: FdbInfo[] = [];
     for (const m of msgs) {
       const entry = m.data.ifindex === index ? this.#fdbEntry(m, index) : undefined;
@@ -251,19 +260,19 @@ export class RtNetlink implements Netlink {
   }
 
   async replaceFdb(entry: FdbSpec): Promise<void> {
-    await this.#sock.newNeighbor(
-      { family: AF_BRIDGE, ifindex: entry.index, state: { permanent: true }, flags: { self: true } },
-      { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) },
-      { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout },
+    await request(`replace fdb entry ${entry.mac} on link ${entry.index}`, () =>
+      this.#sock.newNeighbor(
+        { family: AF_BRIDGE, ifindex: entry.index, state: { permanent: true }, flags: { self: true } },
+        { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) },
+        { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout },
+      ),
     );
   }
 
   async deleteFdb(entry: FdbSpec): Promise<void> {
-    try {
-      await this.#sock.delNeighbor({ family: AF_BRIDGE, ifindex: entry.index, flags: { self: true } }, { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) }, { timeout });
-    } catch (err) {
-      if (!isGone(err)) throw err;
-    }
+    await removal(`delete fdb entry ${entry.mac} on link ${entry.index}`, () =>
+      this.#sock.delNeighbor({ family: AF_BRIDGE, ifindex: entry.index, flags: { self: true } }, { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) }, { timeout }),
+    );
   }
 
   async *subscribe(signal: AbortSignal): AsyncGenerator<NetlinkChange[]> {
@@ -335,7 +344,7 @@ export class RtNetlink implements Netlink {
   }
 
   #link(m: RtStructs.LinkMessage): LinkInfo {
-    const info = m.attrs.linkinfo ? decodeLinkInfo(m.attrs.linkinfo) : {};
+    const details = m.attrs.linkinfo ? decodeLinkInfo(m.attrs.linkinfo) : undefined;
     const mac = formatMac(m.attrs.address);
     return {
       index: m.data.index ?? 0,
@@ -343,8 +352,7 @@ export class RtNetlink implements Netlink {
       mtu: m.attrs.mtu ?? 0,
       up: m.data.flags?.up === true,
       ...(mac ? { mac } : {}),
-      ...(info.kind ? { kind: info.kind } : {}),
-      ...(info.vxlan ? { vxlan: info.vxlan } : {}),
+      ...(details ? { details } : {}),
     };
   }
 
@@ -407,15 +415,16 @@ export class RtNetlink implements Netlink {
 
 /** Writes a per-device sysctl; false when /proc/sys cannot be written (an unprivileged container). */
 async function deviceSysctl(name: string, family: 'ipv4' | 'ipv6', key: string, value: string): Promise<boolean> {
-  if (!/^[a-zA-Z0-9_.-]{1,15}$/.test(name)) throw new Error(`invalid device name ${JSON.stringify(name)}`);
+  if (!/^[a-zA-Z0-9_.-]{1,15}$/.test(name)) throw new WeftError(ErrorCodes.INTERNAL, `invalid device name ${JSON.stringify(name)}`);
+  const path = `/proc/sys/net/${family}/conf/${name}/${key}`;
   try {
-    await writeFile(`/proc/sys/net/${family}/conf/${name}/${key}`, value);
+    await writeFile(path, value);
     return true;
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
+    const code = (err as NodeJS.ErrnoException).code ?? 'EIO';
     // No such family on this host (or none on the device): nothing of that family reaches it either.
     if (code === 'ENOENT') return true;
     if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM') return false;
-    throw err;
+    throw new KernelError(`write ${path}`, code, { cause: err });
   }
 }

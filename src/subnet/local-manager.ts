@@ -10,7 +10,7 @@ import { publish } from '../core/events.js';
 import { Backoff } from '../core/backoff.js';
 import { AsyncQueue } from '../core/async-queue.js';
 import { delay } from '../core/abort.js';
-import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
+import { ErrorCodes, WeftError, errorMessage, isRetriable, isWeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../config/network-config.js';
 import { containsCidr, overlaps } from '../ip/cidr.js';
@@ -113,7 +113,7 @@ export class LocalManager implements SubnetManager {
   }
 
   async *holdLease(signal: AbortSignal): AsyncGenerator<Lease> {
-    if (!this.#own || !this.#attrs || !this.#config) throw new Error('holdLease called before acquireLease');
+    if (!this.#own || !this.#attrs || !this.#config) throw new WeftError(ErrorCodes.INTERNAL, 'holdLease called before acquireLease');
     const retry = new Backoff({ initialMs: 1000, maxMs: 60_000, random: this.#random });
     while (!signal.aborted) {
       const watched = this.#own.subnet;
@@ -346,7 +346,7 @@ export class LocalManager implements SubnetManager {
         if (lastProblem) this.#log.info({}, `etcd answered; went on to ${what}`);
         return result;
       } catch (err) {
-        if (signal.aborted || !isRegistryFailure(err)) throw err;
+        if (signal.aborted || !isRetriable(err)) throw err;
         const problem = errorMessage(err);
         if (problem !== lastProblem) this.#log.warn({ err }, `could not ${what}; retrying`);
         lastProblem = problem;
@@ -385,11 +385,6 @@ function sameNode(config: NetworkConfig, a: LeaseAttrs, b: LeaseAttrs): boolean 
 
 function pairsOverlap(a: SubnetPair, b: SubnetPair): boolean {
   return (a.ipv4 !== undefined && b.ipv4 !== undefined && overlaps(a.ipv4, b.ipv4)) || (a.ipv6 !== undefined && b.ipv6 !== undefined && overlaps(a.ipv6, b.ipv6));
-}
-
-/** A failure of the registry rather than of the request: worth waiting out. */
-function isRegistryFailure(err: unknown): boolean {
-  return isWeftError(err, ErrorCodes.UNAVAILABLE) || isWeftError(err, ErrorCodes.ETCD) || isWeftError(err, ErrorCodes.PROTOCOL);
 }
 
 function publishLease(own: StoredLease): void {

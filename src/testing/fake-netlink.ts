@@ -8,11 +8,12 @@
 import { AsyncQueue } from '../core/async-queue.js';
 import { type Cidr, cidrEquals } from '../ip/cidr.js';
 import { type Family, type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
-import type {
-  AddressInfo, FdbInfo, FdbSpec, LinkInfo, NeighbourInfo, NeighbourSpec, Netlink, NetlinkChange, RouteInfo, RouteSpec, VxlanSpec,
+import {
+  type AddressInfo, type FdbInfo, type FdbSpec, KernelError, type LinkInfo, type LinkSpec, type NeighbourInfo, type NeighbourSpec, type Netlink, type NetlinkChange,
+  type RouteInfo, type RouteSpec,
 } from '../netlink/netlink.js';
 
-type Op = 'replaceRoute' | 'replaceNeighbour' | 'replaceFdb' | 'deleteRoute' | 'deleteNeighbour' | 'deleteFdb' | 'createVxlan';
+type Op = 'replaceRoute' | 'replaceNeighbour' | 'replaceFdb' | 'deleteRoute' | 'deleteNeighbour' | 'deleteFdb' | 'createLink';
 
 const routeId = (dst: Cidr): string => `${formatIp(dst.ip)}/${dst.prefix}`;
 const neighId = (index: number, ip: IpAddr): string => `${index} ${formatIp(ip)}`;
@@ -43,7 +44,7 @@ export class FakeNetlink implements Netlink {
     const left = this.#failing.get(op) ?? 0;
     if (left <= 0) return;
     this.#failing.set(op, left - 1);
-    throw Object.assign(new Error(`Request rejected: EINVAL (fake ${op})`), { code: 'EINVAL' });
+    throw new KernelError(`fake ${op}`, 'EINVAL');
   }
 
   #notify(change: NetlinkChange): void {
@@ -58,12 +59,16 @@ export class FakeNetlink implements Netlink {
     return [...this.linkTable.values()].find((l) => l.name === name);
   }
 
-  async createVxlan(name: string, spec: VxlanSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo> {
-    this.#maybeFail('createVxlan');
-    if (await this.linkByName(name)) throw Object.assign(new Error('Request rejected: EEXIST'), { code: 'EEXIST' });
-    const link: LinkInfo = { index: this.#nextIndex++, name, kind: 'vxlan', mtu: options.mtu ?? 1450, up: false, mac: options.mac ?? '0e:00:00:00:00:01', vxlan: spec };
+  /** Link kinds this kernel lacks (createLink fails with EOPNOTSUPP, as a kernel without the module). */
+  readonly missingKinds = new Set<LinkSpec['kind']>();
+
+  async createLink(name: string, spec: LinkSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo> {
+    this.#maybeFail('createLink');
+    if (this.missingKinds.has(spec.kind)) throw new KernelError(`create ${spec.kind} link ${name}`, 'EOPNOTSUPP');
+    if (await this.linkByName(name)) throw new KernelError(`create ${spec.kind} link ${name}`, 'EEXIST');
+    const link: LinkInfo = { index: this.#nextIndex++, name, mtu: options.mtu ?? 1450, up: false, mac: options.mac ?? '0e:00:00:00:00:01', details: spec };
     this.linkTable.set(link.index, link);
-    this.writes.push(`createVxlan ${name}`);
+    this.writes.push(`createLink ${spec.kind} ${name}`);
     this.#notify({ kind: 'link', index: link.index, deleted: false, name });
     return link;
   }
@@ -90,7 +95,7 @@ export class FakeNetlink implements Netlink {
 
   async setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void> {
     const link = this.linkTable.get(index);
-    if (!link) throw Object.assign(new Error('Request rejected: ENODEV'), { code: 'ENODEV' });
+    if (!link) throw new KernelError(`set link ${index}`, 'ENODEV');
     this.linkTable.set(index, { ...link, ...(change.up !== undefined ? { up: change.up } : {}), ...(change.mtu !== undefined ? { mtu: change.mtu } : {}) });
     this.#notify({ kind: 'link', index, deleted: false });
   }

@@ -4,12 +4,24 @@
  * stopping the agent's rule keeping for good.
  */
 import { spawn } from 'node:child_process';
+import { ErrorCodes, WeftError } from '../core/errors.js';
 
 export type Exec = (cmd: string, args: readonly string[], input?: string) => Promise<string>;
 
 const deadlineMs = 30_000;
 
-/** Runs a command, feeding `input` on stdin; rejects with its stderr on a non-zero exit. */
+/** A tool that failed: WEFT_ERR_COMMAND; `errno` ENOENT when the tool is not installed at all. */
+export class CommandError extends WeftError {
+  readonly errno: string | undefined;
+
+  constructor(message: string, options: { errno?: string; cause?: unknown } = {}) {
+    super(ErrorCodes.COMMAND, message, { cause: options.cause });
+    this.name = 'CommandError';
+    this.errno = options.errno;
+  }
+}
+
+/** Runs a command, feeding `input` on stdin; rejects with a CommandError carrying its stderr. */
 export const execCommand: Exec = (cmd, args, input) =>
   new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
@@ -18,19 +30,19 @@ export const execCommand: Exec = (cmd, args, input) =>
     const timer = setTimeout(() => child.kill('SIGKILL'), deadlineMs);
     child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-    child.once('error', (e) => {
+    child.once('error', (e: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      reject(e);
+      reject(new CommandError(`${cmd}: ${e.message}`, { ...(e.code ? { errno: e.code } : {}), cause: e }));
     });
     child.once('close', (code, signal) => {
       clearTimeout(timer);
       if (code === 0) resolve(out);
-      else reject(new Error(`${cmd} ${args.join(' ')} failed (${signal ? `killed by ${signal} after ${deadlineMs} ms` : `exit ${code}`}): ${err.trim()}`));
+      else reject(new CommandError(`${cmd} ${args.join(' ')} failed (${signal ? `killed by ${signal} after ${deadlineMs} ms` : `exit ${code}`}): ${err.trim()}`));
     });
     child.stdin?.end(input);
   });
 
 /** True when the command itself does not exist on this host. */
 export function isMissingCommand(err: unknown): boolean {
-  return (err as NodeJS.ErrnoException | null)?.code === 'ENOENT';
+  return (err as { errno?: unknown } | null)?.errno === 'ENOENT';
 }

@@ -53,5 +53,5 @@ test('IPv6 rules come from the same description: ip6tables, the IPv6 network and
   ]);
   assert.deepEqual([iptablesCommand(6, '-restore'), iptablesCommand(4, '-save'), iptablesCommand(6, '')], ['ip6tables-restore', 'iptables-save', 'ip6tables']);
   assert.equal(forwardRuleSet(parseCidr('2001:db8:1800::/56')).family, 6);
-  assert.throws(() => masqRuleSet(parseCidr('198.18.0.0/16'), parseCidr('2001:db8:1800:5::/64'), { randomFully: true }), TypeError);
+  assert.throws(() => masqRuleSet(parseCidr('198.18.0.0/16'), parseCidr('2001:db8:1800:5::/64'), { randomFully: true }), { code: 'WEFT_ERR_INTERNAL' });
 });

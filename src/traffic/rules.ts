@@ -3,6 +3,7 @@
  * started later on the node recognises them. One description per family: the family of the
  * network chooses iptables or ip6tables and the multicast range. Pure.
  */
+import { ErrorCodes, WeftError } from '../core/errors.js';
 import { type Cidr, formatCidr } from '../ip/cidr.js';
 import type { Family } from '../ip/ip.js';
 import type { FamilyTraffic, TrafficOptions } from './traffic-manager.js';
@@ -25,7 +26,7 @@ export interface RuleSet {
 }
 
 export function masqRuleSet(network: Cidr, own: Cidr, options: { randomFully: boolean }): RuleSet {
-  if (own.ip.family !== network.ip.family) throw new TypeError('the node subnet and the network must be of one family');
+  if (own.ip.family !== network.ip.family) throw new WeftError(ErrorCodes.INTERNAL, 'the node subnet and the network must be of one family');
   const c = formatCidr(network);
   const p = formatCidr(own);
   const multicast = network.ip.family === 4 ? '224.0.0.0/4' : 'ff00::/8';

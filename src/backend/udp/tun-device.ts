@@ -5,10 +5,11 @@
  * meanwhile is dropped by the kernel; one that arrives while an fd is attached waits in its queue).
  * Deleted by hand, it is made again.
  */
+import { ErrorCodes, WeftError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import type { FdHandover } from '../../core/handover.js';
 import type { Cidr } from '../../ip/cidr.js';
-import type { Netlink } from '../../netlink/netlink.js';
+import { KernelError, type Netlink } from '../../netlink/netlink.js';
 import { ensureSubnetAddress, hasSubnetAddress } from '../device-address.js';
 import type { UdpTunAddon } from './udp-addon.js';
 
@@ -38,7 +39,7 @@ export class TunDevice {
   }
 
   get fd(): number {
-    if (this.#fd === undefined) throw new Error('the TUN device is not open');
+    if (this.#fd === undefined) throw new WeftError(ErrorCodes.INTERNAL, 'the TUN device is not open');
     return this.#fd;
   }
 
@@ -64,7 +65,7 @@ export class TunDevice {
       log.info({ device: this.name, mtu }, existed ? 'TUN device found and attached' : 'TUN device created');
     }
     const link = await nl.linkByName(this.name);
-    if (!link) throw new Error(`the TUN device ${this.name} vanished as it was opened`);
+    if (!link) throw new KernelError(`the TUN device ${this.name} vanished as it was opened`, 'ENODEV');
     this.#index = link.index;
     if (link.mtu !== mtu) await nl.setLink(link.index, { mtu });
   }

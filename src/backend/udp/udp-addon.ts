@@ -4,8 +4,10 @@
  * Node cannot: a TUN needs an ioctl, and fs.read of one goes through the thread pool (about
  * 16,000 packets/s measured here). Everything else of the backend is TypeScript.
  */
-import { ErrorCodes, WeftError } from '../../core/errors.js';
+import { getSystemErrorName } from 'node:util';
+import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
 import { loadNativeAddon, nativeAddonPath } from '../../core/native-addon.js';
+import { KernelError } from '../../netlink/netlink.js';
 
 declare const forwarderBrand: unique symbol;
 /** A running forwarder (two threads); stop() it. */
@@ -53,11 +55,40 @@ export function countersOf(raw: readonly number[]): ForwarderCounters {
 
 let loaded: UdpTunAddon | undefined;
 
-/** The addon; WEFT_ERR_CONFIG saying how to build it when it was not built. */
+/** The calls that ask the kernel for something (the addon throws an Error with a numeric `errno`). */
+const kernelCalls = ['openTun', 'openUdp', 'describeFd', 'keepOnExec', 'closeFd', 'start'] as const;
+
+/**
+ * The addon, its kernel failures as KernelError (WEFT_ERR_KERNEL with the errno's name);
+ * WEFT_ERR_CONFIG saying how to build it when it was not built.
+ */
 export function udpTunAddon(): UdpTunAddon {
-  loaded ??= loadNativeAddon<UdpTunAddon>('udp-tun', 'udp_tun');
-  if (!loaded) {
+  if (loaded) return loaded;
+  const raw = loadNativeAddon<UdpTunAddon>('udp-tun', 'udp_tun');
+  if (!raw) {
     throw new WeftError(ErrorCodes.CONFIG, `the udp backend needs weft's native addon ${nativeAddonPath('udp-tun', 'udp_tun')}, which was not built: run \`make setup\` (it needs gcc, g++, make and python3)`);
   }
+  const wrapped: UdpTunAddon = { ...raw };
+  for (const name of kernelCalls) {
+    const fn = raw[name] as (...args: unknown[]) => unknown;
+    (wrapped as unknown as Record<string, unknown>)[name] = (...args: unknown[]): unknown => {
+      try {
+        return fn.apply(raw, args);
+      } catch (err) {
+        throw new KernelError(errorMessage(err), errnoName(err), { cause: err });
+      }
+    };
+  }
+  loaded = wrapped;
   return loaded;
+}
+
+function errnoName(err: unknown): string {
+  const errno = (err as { errno?: unknown } | null)?.errno;
+  if (typeof errno !== 'number') return 'EIO';
+  try {
+    return getSystemErrorName(-Math.abs(errno));
+  } catch {
+    return `errno ${errno}`;
+  }
 }

@@ -69,7 +69,7 @@ export class VxlanDevice {
     // Keep the MAC of the old device, or else the one this node published before (a reboot
     // loses the device but not the lease): peers' entries for this node stay valid.
     this.#mac ??= existing?.mac ?? this.#o.previousMac ?? randomMac();
-    this.#link = await nl.createVxlan(this.name, spec, { mac: this.#mac, mtu });
+    this.#link = await nl.createLink(this.name, { kind: 'vxlan', vxlan: spec }, { mac: this.#mac, mtu });
     this.#o.log.info({ device: this.name, mac: this.#mac, mtu }, 'vxlan device created');
     await this.#loadUnderlay();
     return true;
@@ -114,8 +114,8 @@ export class VxlanDevice {
 }
 
 function compatible(link: LinkInfo, want: VxlanSpec): boolean {
-  const have = link.vxlan;
-  if (link.kind !== 'vxlan' || !have) return false;
+  if (link.details?.kind !== 'vxlan') return false;
+  const have = link.details.vxlan;
   const sameLocal = !have.local || !want.local || ipEquals(have.local, want.local);
   return (
     have.vni === want.vni &&

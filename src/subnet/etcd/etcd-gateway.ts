@@ -453,10 +453,12 @@ function parseEvent(raw: unknown): WatchEvent {
   return { type: ev['type'] === 'DELETE' ? 'DELETE' : 'PUT', kv: parseKeyValue(ev['kv']) };
 }
 
+/** etcd's own error; gRPC `unavailable` (14: a member without quorum, say) is WEFT_ERR_UNAVAILABLE. */
 function etcdError(obj: Record<string, unknown>, status?: number): WeftError {
   const message = String(obj['message'] ?? obj['error'] ?? 'unknown error');
-  const err = new WeftError(ErrorCodes.ETCD, `etcd: ${message}${status ? ` (HTTP ${status})` : ''}`);
-  Object.defineProperty(err, 'grpcCode', { value: Number(obj['code'] ?? 0) });
+  const code = Number(obj['code'] ?? 0);
+  const err = new WeftError(code === 14 ? ErrorCodes.UNAVAILABLE : ErrorCodes.ETCD, `etcd: ${message}${status ? ` (HTTP ${status})` : ''}`);
+  Object.defineProperty(err, 'grpcCode', { value: code });
   return err;
 }
 
@@ -467,7 +469,7 @@ export function grpcCode(err: unknown): number | undefined {
 }
 
 function protocolError(what: string, got: unknown): WeftError {
-  return new WeftError(ErrorCodes.ETCD, `unexpected answer from etcd: ${what}: ${JSON.stringify(got)?.slice(0, 200)}`);
+  return new WeftError(ErrorCodes.PROTOCOL, `unexpected answer from etcd: ${what}: ${JSON.stringify(got)?.slice(0, 200)}`);
 }
 
 /** The largest answer read from etcd: a page of 500 leases is about 150 kB. */
@@ -508,9 +510,12 @@ async function answerError(res: Http.IncomingMessage, path: string, endpoint: UR
   }
 }
 
-/** Failures that say nothing about the request, only about the endpoint: try the next one. */
+/**
+ * Not whether to retry (core/errors.ts isRetriable says that) but where: failures that say nothing
+ * about the request, only about the endpoint, go to the next endpoint at once.
+ */
 function isEndpointFailure(err: unknown): boolean {
-  return isWeftError(err, ErrorCodes.UNAVAILABLE) || isWeftError(err, ErrorCodes.PROTOCOL) || grpcCode(err) === 14;
+  return isWeftError(err, ErrorCodes.UNAVAILABLE) || isWeftError(err, ErrorCodes.PROTOCOL);
 }
 
 /** The gateway streams one JSON object per line. */

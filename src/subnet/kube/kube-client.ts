@@ -29,7 +29,7 @@ export class KubeApiError extends WeftError {
   readonly retryAfterMs: number | undefined;
 
   constructor(options: { status: number; reason: string; message: string; retryAfterMs?: number | undefined }) {
-    super(options.status === 410 ? ErrorCodes.COMPACTED : ErrorCodes.KUBE_API, options.message);
+    super(options.status === 410 ? ErrorCodes.COMPACTED : options.status === 400 || options.status === 422 ? ErrorCodes.KUBE_INVALID : ErrorCodes.KUBE_API, options.message);
     this.name = 'KubeApiError';
     this.status = options.status;
     this.reason = options.reason;

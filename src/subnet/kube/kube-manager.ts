@@ -10,7 +10,7 @@
 import { publish } from '../../core/events.js';
 import { delay } from '../../core/abort.js';
 import { Backoff, type BackoffOptions } from '../../core/backoff.js';
-import { ErrorCodes, WeftError } from '../../core/errors.js';
+import { ErrorCodes, WeftError, isRetriable, retryAfterMs } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../../config/network-config.js';
 import { containsCidr, formatCidr } from '../../ip/cidr.js';
@@ -255,7 +255,8 @@ export class KubeManager implements SubnetManager {
         return result;
       } catch (err) {
         if (signal.aborted) throw signal.reason;
-        const waitMs = (err as { retryAfterMs?: number }).retryAfterMs ?? backoff.next();
+        if (!isRetriable(err)) throw err;
+        const waitMs = retryAfterMs(err) ?? backoff.next();
         this.#log.warn({ err, ...fields, retryMs: waitMs }, `could not ${what}; retrying`);
         await delay(waitMs, signal);
       }
