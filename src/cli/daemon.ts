@@ -12,7 +12,7 @@ import { type Logger, createLogger } from '../core/log.js';
 import { delay } from '../core/abort.js';
 import type { NetworkConfig } from '../config/network-config.js';
 import { formatIp } from '../ip/ip.js';
-import { type Lease, formatSubnetPair } from '../lease/lease.js';
+import { type Lease, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../lease/lease.js';
 import type { Network } from '../backend/backend.js';
 import { backendFactory, checkBackend } from '../backend/registry.js';
 import { enabledFamilies, familyPlanes, withLease } from '../backend/family-plane.js';
@@ -197,7 +197,11 @@ class Agent {
         guard(
           (async () => {
             for await (const next of manager.holdLease(scope)) {
+              const before = this.#lease;
               this.#lease = next;
+              this.#leaseExpiresAt = next.expiresAt;
+              // A renewal changes only the expiry: nothing on the node depends on it.
+              if (before && subnetPairEquals(before.subnet, next.subnet) && leaseAttrsEqual(before.attrs, next.attrs)) continue;
               await network.setLease(next, scope);
               await traffic.apply(withLease(planes, next));
               await this.#writeSubnetFile(config, next, network);

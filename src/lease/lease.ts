@@ -26,6 +26,8 @@ export interface SubnetPair {
 export interface Lease {
   readonly subnet: SubnetPair;
   readonly attrs: LeaseAttrs;
+  /** When the registry drops it unless renewed (ms since the epoch); absent when it never expires or is not this process's to know. */
+  readonly expiresAt?: number;
 }
 
 /** Peer lease changes, in registry order. `removed` carries the last attributes that were seen. */

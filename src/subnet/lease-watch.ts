@@ -9,7 +9,7 @@
  */
 import { publish } from '../core/events.js';
 import { Backoff, type BackoffOptions } from '../core/backoff.js';
-import { delay } from '../core/abort.js';
+import { type Clock, systemClock } from '../core/clock.js';
 import { ErrorCodes, isWeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { LeaseTracker, type TrackedEvent } from '../lease/lease-tracker.js';
@@ -24,6 +24,7 @@ export interface LeaseWatchOptions {
   /** Leases failing this are treated as absent (the caller logs why). */
   readonly accept?: (lease: StoredLease) => boolean;
   readonly backoff?: BackoffOptions;
+  readonly clock?: Clock;
   readonly signal: AbortSignal;
 }
 
@@ -70,7 +71,7 @@ export async function* watchLeaseSet(options: LeaseWatchOptions): AsyncGenerator
         log.warn({ err, retryMs: wait }, 'lease watch broke; listing again');
       }
       try {
-        await delay(wait, signal);
+        await (options.clock ?? systemClock).sleep(wait, signal);
       } catch {
         return;
       }

@@ -7,9 +7,9 @@
  * reservations (§12.3); and a lost lease is taken back instead of exiting with status 0 (§4.4).
  */
 import { publish } from '../core/events.js';
+import { type Clock, systemClock } from '../core/clock.js';
 import { Backoff } from '../core/backoff.js';
 import { AsyncQueue } from '../core/async-queue.js';
-import { delay } from '../core/abort.js';
 import { ErrorCodes, WeftError, errorMessage, isRetriable, isWeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../config/network-config.js';
@@ -38,7 +38,7 @@ export interface LocalManagerOptions {
   /** Renew this long before expiry (`--subnet-lease-renew-margin`). */
   readonly renewMarginMs?: number;
   readonly random?: () => number;
-  readonly now?: () => number;
+  readonly clock?: Clock;
   /**
    * Further checks of a config, beyond flannel's (the agent's: its backend and the backend's
    * options); a config that fails them is waited on like a missing one, since it is fixed in etcd.
@@ -53,7 +53,7 @@ export class LocalManager implements SubnetManager {
   readonly #ttlSeconds: number;
   readonly #marginMs: number;
   readonly #random: () => number;
-  readonly #now: () => number;
+  readonly #clock: Clock;
   readonly #warnedPeers = new Set<string>();
   readonly #checkConfig: (config: NetworkConfig) => void;
   #config: NetworkConfig | undefined;
@@ -71,13 +71,13 @@ export class LocalManager implements SubnetManager {
     this.#ttlSeconds = options.leaseTtlSeconds ?? defaultLeaseTtlSeconds;
     this.#marginMs = options.renewMarginMs ?? defaultRenewMarginMs;
     this.#random = options.random ?? Math.random;
-    this.#now = options.now ?? Date.now;
+    this.#clock = options.clock ?? systemClock;
     this.#checkConfig = options.checkConfig ?? (() => undefined);
   }
 
   /** The lease this manager holds now, if any. */
   get lease(): Lease | undefined {
-    return this.#own ? { subnet: this.#own.subnet, attrs: this.#own.attrs } : undefined;
+    return this.#own ? ownLease(this.#own) : undefined;
   }
 
   async getNetworkConfig(signal: AbortSignal): Promise<NetworkConfig> {
@@ -97,7 +97,7 @@ export class LocalManager implements SubnetManager {
         if (problem !== lastProblem) this.#log.warn({ err }, "Couldn't fetch network config; retrying every second");
         lastProblem = problem;
       }
-      await delay(1000, signal);
+      await this.#clock.sleep(1000, signal);
     }
   }
 
@@ -109,7 +109,7 @@ export class LocalManager implements SubnetManager {
     this.#reservation = own.ttlLease === '0';
     this.#log.info({ subnet: formatSubnetPair(own.subnet), publicIp: formatIp(attrs.publicIp) }, 'lease acquired');
     publishLease(own);
-    return { subnet: own.subnet, attrs: own.attrs };
+    return ownLease(own);
   }
 
   async *holdLease(signal: AbortSignal): AsyncGenerator<Lease> {
@@ -121,7 +121,7 @@ export class LocalManager implements SubnetManager {
       const scope = AbortSignal.any([signal, stop.signal]);
       const queue = new AsyncQueue<LeaseWatchEvent[]>();
       const pump = (async () => {
-        for await (const batch of watchLeaseSet({ registry: this.#registry, log: this.#log, subnet: watched, signal: scope })) {
+        for await (const batch of watchLeaseSet({ registry: this.#registry, log: this.#log, subnet: watched, clock: this.#clock, signal: scope })) {
           queue.push(batch);
         }
       })();
@@ -135,15 +135,17 @@ export class LocalManager implements SubnetManager {
             // retried too: the watch delivers that write meanwhile and updates what we compare to.
             try {
               await this.#renew(signal);
-              retry.reset();
-              renewAt = this.#renewAt();
             } catch (err) {
               if (signal.aborted) return;
               const wait = retry.next();
               this.#log.error({ err, retryMs: wait }, 'Error renewing lease; trying again');
               publish('lease.renewal', { ok: false });
-              renewAt = this.#now() + wait;
+              renewAt = this.#clock.now() + wait;
+              continue;
             }
+            retry.reset();
+            renewAt = this.#renewAt();
+            yield ownLease(this.#own);
             continue;
           }
           if (this.#applyOwnEvents(batch, first)) break;
@@ -165,7 +167,7 @@ export class LocalManager implements SubnetManager {
         { subnet: formatSubnetPair(taken.subnet), previous: formatSubnetPair(before) },
         subnetPairEquals(before, taken.subnet) ? 'lease taken back' : 'lease taken back on a different subnet',
       );
-      yield { subnet: taken.subnet, attrs: taken.attrs };
+      yield ownLease(taken);
     }
   }
 
@@ -175,10 +177,10 @@ export class LocalManager implements SubnetManager {
    */
   async checkLease(signal: AbortSignal): Promise<LeaseCheck> {
     const own = this.#own;
-    if (!own || !this.#attrs) return { held: false, confirmedAt: Date.now() };
+    if (!own || !this.#attrs) return { held: false, confirmedAt: this.#clock.now() };
     const snap = await this.#registry.getLeases({ subnet: own.subnet, signal });
     const stored = snap.leases[0];
-    return { held: stored !== undefined && leaseAttrsEqual(stored.attrs, this.#attrs), confirmedAt: Date.now() };
+    return { held: stored !== undefined && leaseAttrsEqual(stored.attrs, this.#attrs), confirmedAt: this.#clock.now() };
   }
 
   async previousAttrs(publicIp: IpAddr, signal: AbortSignal): Promise<LeaseAttrs | undefined> {
@@ -196,6 +198,7 @@ export class LocalManager implements SubnetManager {
       registry: this.#registry,
       log: this.#log,
       accept: (lease) => this.#acceptPeer(config, lease),
+      clock: this.#clock,
       signal,
     })) {
       const own = this.#own?.subnet;
@@ -257,7 +260,7 @@ export class LocalManager implements SubnetManager {
         const wait = retry.next();
         this.#log.error({ err, retryMs: wait }, 'could not take the lease back; retrying');
         try {
-          await delay(wait, signal);
+          await this.#clock.sleep(wait, signal);
         } catch {
           break;
         }
@@ -268,22 +271,28 @@ export class LocalManager implements SubnetManager {
 
   /** When the lease must be written next: `expiry - margin`; never for an untouched reservation. */
   #renewAt(): number {
-    if (this.#needsRewrite) return this.#now();
+    const now = this.#clock.now();
+    if (this.#needsRewrite) return now;
     if (this.#reservation) return Infinity;
     const expiresAt = this.#own?.expiresAt;
-    return expiresAt === undefined ? this.#now() : expiresAt - this.#marginMs;
+    return expiresAt === undefined ? now : expiresAt - this.#marginMs;
   }
 
   /** The next batch, or undefined once `at` (ms since epoch) has come. */
   async #nextOrTimeout(queue: AsyncQueue<LeaseWatchEvent[]>, at: number, signal: AbortSignal): Promise<LeaseWatchEvent[] | undefined> {
     for (;;) {
-      const wait = at - this.#now();
+      const wait = at - this.#clock.now();
       if (wait <= 0) return undefined;
-      const timer = AbortSignal.timeout(Math.min(wait, maxTimerMs));
+      // The timer aborts the wait for a batch; a batch handed over first is never lost to it.
+      const due = new AbortController();
+      const done = new AbortController();
+      void this.#clock.sleep(Math.min(wait, maxTimerMs), AbortSignal.any([signal, done.signal])).then(() => due.abort(), () => undefined);
       try {
-        return await queue.next(AbortSignal.any([signal, timer]));
+        return await queue.next(AbortSignal.any([signal, due.signal]));
       } catch (err) {
-        if (signal.aborted || !timer.aborted) throw err;
+        if (signal.aborted || !due.signal.aborted) throw err;
+      } finally {
+        done.abort();
       }
     }
   }
@@ -327,7 +336,7 @@ export class LocalManager implements SubnetManager {
       } catch (err) {
         if (!isWeftError(err, ErrorCodes.SUBNET_TAKEN)) throw err;
         this.#log.debug({ subnet: formatSubnetPair(subnet), attempt }, 'lost a race for a subnet; listing again');
-        await delay(backoff.next(), signal);
+        await this.#clock.sleep(backoff.next(), signal);
       }
     }
     throw new WeftError(ErrorCodes.MAX_RETRIES, `max retries reached trying to acquire a subnet (${maxAcquireAttempts} attempts)`);
@@ -350,7 +359,7 @@ export class LocalManager implements SubnetManager {
         const problem = errorMessage(err);
         if (problem !== lastProblem) this.#log.warn({ err }, `could not ${what}; retrying`);
         lastProblem = problem;
-        await delay(retry.next(), signal);
+        await this.#clock.sleep(retry.next(), signal);
       }
     }
   }
@@ -385,6 +394,10 @@ function sameNode(config: NetworkConfig, a: LeaseAttrs, b: LeaseAttrs): boolean 
 
 function pairsOverlap(a: SubnetPair, b: SubnetPair): boolean {
   return (a.ipv4 !== undefined && b.ipv4 !== undefined && overlaps(a.ipv4, b.ipv4)) || (a.ipv6 !== undefined && b.ipv6 !== undefined && overlaps(a.ipv6, b.ipv6));
+}
+
+function ownLease(own: StoredLease): Lease {
+  return { subnet: own.subnet, attrs: own.attrs, ...(own.expiresAt !== undefined ? { expiresAt: own.expiresAt } : {}) };
 }
 
 function publishLease(own: StoredLease): void {

@@ -24,7 +24,8 @@ export interface SubnetManager {
   /**
    * Keeps the acquired lease: renews it before it expires and takes it back when it is lost
    * (expired, deleted, registry wiped), on the same subnet while that is free. Yields the lease
-   * each time it had to be taken back; runs until `signal` aborts, never revoking the lease.
+   * each time it changed: renewed (a new `expiresAt`), taken back, or moved to another subnet.
+   * Runs until `signal` aborts, never revoking the lease.
    */
   holdLease(signal: AbortSignal): AsyncIterable<Lease>;
 

@@ -3,6 +3,7 @@
  * holding lease JSON attached to an etcd lease. Entries are untrusted: a key that is not a subnet
  * key or a value that does not decode is skipped with one warning per written version.
  */
+import { type Clock, systemClock } from '../../core/clock.js';
 import { ErrorCodes, WeftError, isWeftError } from '../../core/errors.js';
 import { type Logger, silentLogger } from '../../core/log.js';
 import { decodeLeaseAttrs, encodeLeaseAttrs } from '../../lease/lease-codec.js';
@@ -16,8 +17,8 @@ export const defaultEtcdPrefix = '/coreos.com/network';
 export interface EtcdRegistryOptions {
   readonly prefix?: string;
   readonly log?: Logger;
-  /** Clock for lease expiry bookkeeping; Date.now by default. */
-  readonly now?: () => number;
+  /** Clock for lease expiry bookkeeping; the system's by default. */
+  readonly clock?: Clock;
 }
 
 /** Joins path segments as Go's path.Join does: duplicate and trailing slashes collapse. */
@@ -31,7 +32,7 @@ export class EtcdRegistry implements Registry {
   readonly #configKey: string;
   readonly #subnetsDir: string;
   readonly #log: Logger;
-  readonly #now: () => number;
+  readonly #clock: Clock;
   /** key → mod revision already warned about, so one bad entry logs once. */
   readonly #warned = new Map<string, number>();
 
@@ -41,7 +42,7 @@ export class EtcdRegistry implements Registry {
     this.#configKey = joinKey(prefix, 'config');
     this.#subnetsDir = joinKey(prefix, 'subnets') + '/';
     this.#log = options.log ?? silentLogger;
-    this.#now = options.now ?? Date.now;
+    this.#clock = options.clock ?? systemClock;
   }
 
   subnetKey(subnet: SubnetPair): string {
@@ -155,7 +156,7 @@ export class EtcdRegistry implements Registry {
       attrs,
       modRevision: revision,
       ttlLease: ttl?.id ?? '0',
-      ...(ttl ? { expiresAt: this.#now() + ttl.ttlSeconds * 1000 } : {}),
+      ...(ttl ? { expiresAt: this.#clock.now() + ttl.ttlSeconds * 1000 } : {}),
     };
   }
 
