@@ -47,6 +47,8 @@ export default tseslint.config(
     files: ['**/*.ts'],
     rules: {
       '@typescript-eslint/no-explicit-any': 'error',
+      // `const { gone, ...rest } = x` is how a property is left out of a readonly object.
+      '@typescript-eslint/no-unused-vars': ['error', { ignoreRestSiblings: true }],
       '@typescript-eslint/consistent-type-imports': 'error',
       'no-restricted-syntax': ['error', { selector: 'ExportDefaultDeclaration', message: 'use named exports' }],
       ...restrict([nodeStyle, packages.etcd3, packages.clientNode]),

@@ -1,8 +1,10 @@
 /**
  * Backend contracts. A backend turns the network config into a Network: it prepares its device,
  * says what the node publishes (lease attributes, MTU), programs the device for the node's lease,
- * and keeps every peer programmed from lease events until told to stop.
+ * and keeps every peer programmed from lease events until told to stop. Every backend is a
+ * BackendDriver inside the shared skeleton (overlay-network.ts).
  */
+import type { Clock } from '../core/clock.js';
 import type { FdHandover } from '../core/handover.js';
 import type { Logger } from '../core/log.js';
 import type { NetworkConfig } from '../config/network-config.js';
@@ -10,6 +12,7 @@ import type { Lease, LeaseAttrs, LeaseEvent } from '../lease/lease.js';
 import type { Netlink } from '../netlink/netlink.js';
 import type { ExternalInterface } from './external-interface.js';
 import type { FamilyPlane } from './family-plane.js';
+import type { KeyStore } from './key-store.js';
 import type { PeerStatus } from './peer-report.js';
 
 export interface BackendDeps {
@@ -18,10 +21,13 @@ export interface BackendDeps {
   readonly extIface: ExternalInterface;
   /** One per enabled family, IPv4 first (family-plane.ts). */
   readonly planes: readonly FamilyPlane[];
+  /** Where a backend keeps key material across restarts (a WireGuard private key). */
+  readonly keys: KeyStore;
   /** What this node published in an earlier run, if the registry still has it. */
   readonly previous?: LeaseAttrs;
   /** File descriptors from the agent this one replaced, and for the one that replaces it (SIGHUP). */
   readonly handover?: FdHandover;
+  readonly clock?: Clock;
 }
 
 export interface Network {
@@ -40,7 +46,7 @@ export interface Network {
   /** The peers it knows and their state, for `weft status` (empty before `run`). */
   peers(): readonly PeerStatus[];
   /** A userspace packet path's counters since start (udp): packets by what became of them, bytes. */
-  packetCounters?(): Readonly<Record<string, number>>;
+  packetCounters(): Readonly<Record<string, number>> | undefined;
 }
 
 export interface BackendFactory {

@@ -1,82 +1,9 @@
 /**
- * The kernel entries that the accepted peers ask for, indexed the way the reconciler compares them
- * with the kernel: neighbours by device and IP, FDB entries by device and MAC, routes by
- * destination. Pure: no I/O.
+ * The entries that the accepted peers (and the node itself) ask for, indexed the way the
+ * reconciler compares them with the kernel: per entry kind, by that kind's key. Pure: no I/O.
  */
-import { type Cidr, cidrEquals } from '../ip/cidr.js';
-import { type Family, type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
-import type { FdbInfo, FdbSpec, NeighbourChange, NeighbourSpec, NetlinkChange, RouteInfo, RouteSpec } from '../netlink/netlink.js';
-
-export interface PeerProgram {
-  readonly neighbours: readonly NeighbourSpec[];
-  readonly fdb: readonly FdbSpec[];
-  readonly routes: readonly RouteSpec[];
-  /** Userspace forwarding entries (udp): none of them is a kernel entry. */
-  readonly tunnels?: readonly TunnelSpec[];
-  /** Why a family of the lease was left out (a dual-stack lease may be half usable). */
-  readonly refused?: string;
-  /** The families left out, each with the code of its reason (for metrics). */
-  readonly refusedFamilies?: readonly FamilyRefusal[];
-}
-
-/** Packets for `dst` go to `endpoint` in a datagram: the udp backend's forwarding table. */
-export interface TunnelSpec {
-  readonly dst: Cidr;
-  readonly endpoint: IpAddr;
-}
-
-/** Why a lease, or one family of it, is not programmed: text for people, a code for metrics. */
-export interface Refusal {
-  readonly refused: string;
-  /** e.g. `outside_network`, `not_unicast`, `bad_vtep_mac`. */
-  readonly code: string;
-  readonly refusedFamilies?: readonly FamilyRefusal[];
-}
-
-export interface FamilyRefusal {
-  readonly family: Family;
-  readonly code: string;
-}
-
-/** A device whose neighbours and FDB entries a backend manages entirely, e.g. `flannel.1`. */
-export interface ManagedDevice {
-  readonly index: number;
-  readonly family: Family;
-}
-
-// Keys made with join, not template literals: join gives one flat string, a template literal a
-// chain of concatenations that a Map keeps as three objects (about 60 bytes more per key).
-export const routeKey = (r: RouteSpec): string => [formatIp(r.dst.ip), r.dst.prefix].join('/');
-export const neighKey = (n: { index: number; ip: IpAddr }): string => [n.index, formatIp(n.ip)].join(' ');
-export const fdbKey = (f: { index: number; mac: string }): string => [f.index, f.mac].join(' ');
-const sameIp = (a: IpAddr | undefined, b: IpAddr | undefined): boolean => (a && b ? ipEquals(a, b) : a === b);
-const RT_TABLE_MAIN = 254;
-
-export function routeMatches(want: RouteSpec, have: RouteSpec): boolean {
-  return (
-    cidrEquals(want.dst, have.dst) &&
-    sameIp(want.gateway, have.gateway) &&
-    (want.index === undefined || want.index === have.index) &&
-    Boolean(want.onlink) === Boolean(have.onlink) &&
-    (want.type ?? 'unicast') === (have.type ?? 'unicast')
-  );
-}
-
-export const neighbourMatches = (want: NeighbourSpec, have: NeighbourChange): boolean => have.mac === want.mac && have.permanent;
-export const fdbMatches = (want: FdbSpec, have: Pick<FdbInfo, 'dst'>): boolean => sameIp(have.dst, want.dst);
-
-/** What the reconciler needs to know about the backend to judge a notification. */
-export interface ChangeScope {
-  /** Whether a kernel route is one this backend manages. */
-  ownsRoute(route: RouteInfo): boolean;
-  /** Devices whose neighbours and FDB entries this backend manages entirely (one per family for vxlan). */
-  devices(): readonly ManagedDevice[];
-  /**
-   * Links whose changes can undo this backend's entries unannounced (a link that goes down takes
-   * its routes along without a route notification): its device and the external interface.
-   */
-  links(): readonly number[];
-}
+import { ErrorCodes, WeftError } from '../core/errors.js';
+import type { EntryKind, Program } from './entry-kind.js';
 
 /**
  * Entries by key. Two peers may want an entry under one key (two leases with one VtepMAC): the
@@ -141,61 +68,36 @@ class Shared<T> {
   }
 }
 
-/** The union of the programs of all accepted peers, kept up to date as peers come and go. */
+/** The union of the programs of all accepted peers, per kind, kept up to date as peers come and go. */
 export class DesiredState {
-  readonly neighbours = new EntryIndex<NeighbourSpec>(neighKey);
-  readonly fdb = new EntryIndex<FdbSpec>(fdbKey);
-  readonly routes = new EntryIndex<RouteSpec>(routeKey);
+  readonly #byKind = new Map<string, EntryIndex<object>>();
 
-  add(program: PeerProgram): void {
-    for (const n of program.neighbours) this.neighbours.add(n);
-    for (const f of program.fdb) this.fdb.add(f);
-    for (const r of program.routes) this.routes.add(r);
+  constructor(kinds: readonly EntryKind[]) {
+    for (const kind of kinds) this.#byKind.set(kind.name, new EntryIndex((e) => kind.key(e)));
   }
 
-  remove(program: PeerProgram): void {
-    for (const n of program.neighbours) this.neighbours.remove(n);
-    for (const f of program.fdb) this.fdb.remove(f);
-    for (const r of program.routes) this.routes.remove(r);
+  /** The wanted entries of one kind. */
+  of(kind: EntryKind): EntryIndex<object> {
+    return this.#index(kind.name);
   }
 
-  /**
-   * Whether a kernel notification may leave the kernel different from this state. The echo of
-   * the reconciler's own writes is not: without this test, programming 1000 peers would be
-   * followed by a second full pass over 3000 entries that changes nothing.
-   */
-  departs(change: NetlinkChange, scope: ChangeScope): boolean {
-    switch (change.kind) {
-      case 'unparsed':
-        return true;
-      case 'link':
-      case 'addr':
-        // Not every link: pods come and go on veth pairs all the time.
-        return scope.links().includes(change.index);
-      case 'route': {
-        const have = change.entry;
-        if (!have) return true;
-        if (have.table !== RT_TABLE_MAIN) return false;
-        const want = this.routes.get(routeKey(have));
-        if (change.deleted) return want !== undefined && routeMatches(want, have);
-        return want ? !routeMatches(want, have) : scope.ownsRoute(have);
-      }
-      case 'neigh': {
-        if (!scope.devices().some((d) => d.index === change.index)) return false;
-        const have = change.entry;
-        if (!have) return true;
-        const want = this.neighbours.get(neighKey(have));
-        if (change.deleted) return want !== undefined;
-        return want ? !neighbourMatches(want, have) : have.permanent;
-      }
-      case 'fdb': {
-        if (!scope.devices().some((d) => d.index === change.index)) return false;
-        const have = change.entry;
-        if (!have) return true;
-        const want = this.fdb.get(fdbKey(have));
-        if (change.deleted) return want !== undefined && fdbMatches(want, have);
-        return want ? !fdbMatches(want, have) : have.permanent && have.dst !== undefined;
-      }
+  add(program: Program): void {
+    for (const [name, entries] of Object.entries(program)) {
+      const index = this.#index(name);
+      for (const e of entries ?? []) index.add(e);
     }
+  }
+
+  remove(program: Program): void {
+    for (const [name, entries] of Object.entries(program)) {
+      const index = this.#index(name);
+      for (const e of entries ?? []) index.remove(e);
+    }
+  }
+
+  #index(name: string): EntryIndex<object> {
+    const index = this.#byKind.get(name);
+    if (!index) throw new WeftError(ErrorCodes.INTERNAL, `a program names the entry kind "${name}", which its backend does not declare`);
+    return index;
   }
 }

@@ -7,9 +7,8 @@ import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
 import type { Lease } from '../lease/lease.js';
 import type { ExternalInterface } from './external-interface.js';
-import { type FamilyPlane, familyPlanes, withLease } from './family-plane.js';
+import { familyPlanes, withLease } from './family-plane.js';
 import { isRefusal, programFamilies } from './lease-program.js';
-import { peerProblem } from './peer-checks.js';
 
 const dual = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}');
 const v6only = parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}');
@@ -44,37 +43,32 @@ test('a family without a network or an address is a configuration error naming t
   assert.throws(() => familyPlanes(dual, inside), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /inside the pod network/.test(err.message));
 });
 
-test('IPv6 peer checks: the same rules as IPv4, with IPv6\'s special addresses', () => {
-  const [v4, v6] = withLease(familyPlanes(dual, ext), own) as [FamilyPlane, FamilyPlane];
-  assert.equal(peerProblem(lease(2), v4), undefined);
-  assert.equal(peerProblem(lease(2), v6), undefined);
-  const bad: Array<[Lease, RegExp]> = [
-    [lease(2, {}, { ipv6: parseCidr('2001:db8:1900::/64') }), /IPv6 subnet is outside the IPv6 network/],
-    [lease(2, {}, { ipv6: parseCidr('2001:db8:1800::/56') }), /overlaps this node's own/],
-    [lease(2, {}, { ipv6: undefined as never }), /no IPv6 subnet/],
-    [{ ...lease(2), attrs: { publicIp: parseIp('203.0.113.2'), backendType: 'vxlan' } }, /no public IPv6 address/],
-    [lease(2, { publicIpv6: parseIp('2001:db8:1800:7::1') }), /inside the pod network/],
-    [lease(2, { publicIpv6: parseIp('2001:db8:113::1') }), /this node's own/],
-    [lease(2, { publicIpv6: parseIp('fe80::1') }), /not a unicast address/],
-    [lease(2, { publicIpv6: parseIp('ff02::1') }), /not a unicast address/],
-    [lease(2, { publicIpv6: parseIp('::1') }), /not a unicast address/],
-    [lease(2, { publicIpv6: parseIp('203.0.113.9') }), /of the other family/],
-  ];
-  for (const [l, re] of bad) assert.match(peerProblem(l, v6)?.refused ?? 'accepted', re, JSON.stringify(l, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)));
-});
-
 test('a lease is the union of its families\' programs; a bad family is left out and named, two bad families refuse it', () => {
   const planes = withLease(familyPlanes(dual, ext), own);
-  const route = (l: Lease, plane: (typeof planes)[number]) => ({ neighbours: [], fdb: [], routes: [{ dst: plane.family === 4 ? l.subnet.ipv4! : l.subnet.ipv6!, gateway: plane.publicIp }] });
+  const route = (l: Lease, plane: (typeof planes)[number]) => ({ route: [{ dst: plane.family === 4 ? l.subnet.ipv4! : l.subnet.ipv6!, gateway: plane.publicIp }] });
   const both = programFamilies(lease(2), planes, route);
-  assert.ok(!isRefusal(both) && both.routes.length === 2 && both.refused === undefined);
+  assert.ok(!isRefusal(both) && both.entries['route']?.length === 2 && both.refused === undefined);
+  assert.deepEqual(both.families, [4, 6]);
   const half = programFamilies(lease(2, { publicIpv6: parseIp('ff02::1') }), planes, route);
   assert.ok(!isRefusal(half));
-  assert.equal(half.routes.length, 1);
+  assert.equal(half.entries['route']?.length, 1);
+  assert.deepEqual(half.families, [4]);
   assert.match(half.refused ?? '', /^IPv6: its public IP ff02::1 is not a unicast address$/);
+  assert.deepEqual(half.refusedFamilies, [{ family: 6, code: 'not_unicast' }]);
   const none = programFamilies(lease(2, { publicIp: parseIp('127.0.0.1'), publicIpv6: parseIp('ff02::1') }), planes, route);
   assert.ok(isRefusal(none));
   assert.match(none.refused, /^IPv4: .*; IPv6: /);
+  assert.equal(none.code, 'not_unicast');
   const byBackend = programFamilies(lease(2), planes, (l, p) => (p.family === 6 ? { refused: 'no VtepMAC', code: 'bad_vtep_mac' } : route(l, p)));
   assert.ok(!isRefusal(byBackend) && byBackend.refused === 'IPv6: no VtepMAC');
+  const single = programFamilies(lease(2, { publicIp: parseIp('127.0.0.1') }), [planes[0]!], route);
+  assert.ok(isRefusal(single));
+  assert.match(single.refused, /^its public IP 127\.0\.0\.1/, 'one family: no family prefix');
+});
+
+test('the planes of an etcd config carry its subnet lengths; a kube config has none', () => {
+  const planes = familyPlanes(parseNetworkConfig('{"Network":"198.18.0.0/16","SubnetLen":26,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}'), ext);
+  assert.deepEqual(planes.map((p) => p.subnetLen), [26, 64]);
+  const kube = familyPlanes(parseNetworkConfig('{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}', 'kube'), ext);
+  assert.equal(kube[0]!.subnetLen, undefined);
 });

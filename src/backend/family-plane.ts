@@ -16,6 +16,8 @@ export interface FamilyPlane {
   readonly family: Family;
   /** `Network` or `IPv6Network`. */
   readonly network: Cidr;
+  /** `SubnetLen` or `IPv6SubnetLen` where the config sets the lease length (etcd mode; in kube mode the podCIDR is the lease). */
+  readonly subnetLen?: number;
   /** What peers send to: `--public-ip(v6)`, else the interface address. */
   readonly publicIp: IpAddr;
   /** The external interface's own address of this family. */
@@ -53,15 +55,16 @@ export function familyPlanes(config: NetworkConfig, ext: ExternalInterface): Fam
     if (containsIp(network, publicIp)) {
       throw new WeftError(ErrorCodes.CONFIG, `this node's public ${familyName(family)} address lies inside the pod network ${family === 4 ? 'Network' : 'IPv6Network'}`);
     }
-    return { family, network, publicIp, ...(ifaceAddr ? { ifaceAddr } : {}) };
+    const subnetLen = (family === 4 ? config.ipv4 : config.ipv6)?.subnetLen;
+    return { family, network, publicIp, ...(subnetLen !== undefined ? { subnetLen } : {}), ...(ifaceAddr ? { ifaceAddr } : {}) };
   });
 }
 
 /** The planes with this node's subnets from `lease`. */
 export function withLease(planes: readonly FamilyPlane[], lease: Lease): FamilyPlane[] {
   return planes.map((p) => {
+    const { subnet: _, ...plane } = p;
     const subnet = subnetOf(lease.subnet, p.family);
-    const plane: FamilyPlane = { family: p.family, network: p.network, publicIp: p.publicIp, ...(p.ifaceAddr ? { ifaceAddr: p.ifaceAddr } : {}) };
     return subnet ? { ...plane, subnet } : plane;
   });
 }

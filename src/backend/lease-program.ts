@@ -1,40 +1,37 @@
 /**
- * A peer lease's program is the union of one program per enabled family, each written by the
- * backend for one FamilyPlane after the family's checks passed. A dual-stack lease with one usable
- * family is programmed for that family, and the other is named as refused.
+ * A peer lease's program is the union of one program per family of the backend, each written by
+ * the backend for one FamilyPlane after that family passed the peer check (peer-checks.ts). A
+ * dual-stack lease with one usable family is programmed for that family, and the other is named
+ * as refused.
  */
 import type { Lease } from '../lease/lease.js';
-import type { FamilyRefusal, PeerProgram, Refusal, TunnelSpec } from './desired-state.js';
+import type { PeerProgram, Program } from './entry-kind.js';
 import { type FamilyPlane, familyName } from './family-plane.js';
-import { peerProblem } from './peer-checks.js';
+import { type FamilyRefusal, type Refusal, peerProblem } from './peer-checks.js';
 
-export type { Refusal } from './desired-state.js';
+export type { Refusal } from './peer-checks.js';
 
-export const isRefusal = (r: PeerProgram | Refusal): r is Refusal => !('routes' in r);
+/** A whole refusal, as opposed to a (possibly partial) program. */
+export const isRefusal = (r: PeerProgram | Refusal): r is Refusal => !('entries' in r);
 
-export function programFamilies(
-  lease: Lease,
-  planes: readonly FamilyPlane[],
-  programFamily: (lease: Lease, plane: FamilyPlane) => PeerProgram | Refusal,
-): PeerProgram | Refusal {
-  const neighbours: Array<PeerProgram['neighbours'][number]> = [];
-  const fdb: Array<PeerProgram['fdb'][number]> = [];
-  const routes: Array<PeerProgram['routes'][number]> = [];
-  const tunnels: TunnelSpec[] = [];
+/** A family's refusal, as opposed to that family's program (whose members are lists). */
+const isFamilyRefusal = (r: Program | Refusal): r is Refusal => typeof r['refused'] === 'string';
+
+export function programFamilies(lease: Lease, planes: readonly FamilyPlane[], programFamily: (lease: Lease, plane: FamilyPlane) => Program | Refusal): PeerProgram | Refusal {
+  const entries: Record<string, object[]> = {};
+  const families: FamilyPlane['family'][] = [];
   const refusals: string[] = [];
   const refusedFamilies: FamilyRefusal[] = [];
   for (const plane of planes) {
     const result = peerProblem(lease, plane) ?? programFamily(lease, plane);
-    if (isRefusal(result)) {
+    if (isFamilyRefusal(result)) {
       refusals.push(planes.length > 1 ? `${familyName(plane.family)}: ${result.refused}` : result.refused);
       refusedFamilies.push({ family: plane.family, code: result.code });
       continue;
     }
-    neighbours.push(...result.neighbours);
-    fdb.push(...result.fdb);
-    routes.push(...result.routes);
-    if (result.tunnels) tunnels.push(...result.tunnels);
+    families.push(plane.family);
+    for (const [kind, list] of Object.entries(result)) if (list) (entries[kind] ??= []).push(...list);
   }
-  if (refusals.length === planes.length) return { refused: refusals.join('; '), code: refusedFamilies[0]?.code ?? 'refused', refusedFamilies };
-  return { neighbours, fdb, routes, ...(tunnels.length > 0 ? { tunnels } : {}), ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };
+  if (families.length === 0) return { refused: refusals.join('; '), code: refusedFamilies[0]?.code ?? 'refused', refusedFamilies };
+  return { entries, families, ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };
 }

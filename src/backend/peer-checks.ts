@@ -1,12 +1,27 @@
 /**
- * Leases come from a shared registry that anyone with write access can fill: each one is checked,
- * family by family, before it programs anything (flanneld trusts them all).
+ * The one check of untrusted peer leases. Leases come from a shared registry that anyone with
+ * write access can fill (etcd keys, Node annotations), so each one is checked, family by family,
+ * before it programs anything (flanneld trusts them all). Both registries only decode; every rule
+ * about what a lease may hold lives here, and every refusal carries the code that `/metrics`
+ * counts (`weft_peers{state="refused",reason=...}`) and `weft status` shows. Pure.
  */
-import { containsIp, overlaps } from '../ip/cidr.js';
+import { containsCidr, containsIp, formatCidr, overlaps } from '../ip/cidr.js';
 import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
-import { type Lease, publicIpOf, subnetOf } from '../lease/lease.js';
-import type { Refusal } from './desired-state.js';
+import { type Lease, backendDataOf, publicIpOf, subnetOf } from '../lease/lease.js';
 import { type FamilyPlane, familyName } from './family-plane.js';
+
+/** Why a lease, or one family of it, is not programmed: text for people, a code for metrics. */
+export interface Refusal {
+  readonly refused: string;
+  /** e.g. `outside_network`, `not_unicast`, `bad_vtep_mac`. */
+  readonly code: string;
+  readonly refusedFamilies?: readonly FamilyRefusal[];
+}
+
+export interface FamilyRefusal {
+  readonly family: FamilyPlane['family'];
+  readonly code: string;
+}
 
 /** Why the lease's side of `plane`'s family must not be programmed, or undefined when it may. */
 export function peerProblem(lease: Lease, plane: FamilyPlane): Refusal | undefined {
@@ -16,13 +31,19 @@ export function peerProblem(lease: Lease, plane: FamilyPlane): Refusal | undefin
   const v = f === 4 ? '' : 'IPv6 ';
   const no = (code: string, refused: string): Refusal => ({ code, refused });
   if (!subnet) return no('no_subnet', `it has no ${familyName(f)} subnet`);
-  if (!containsIp(plane.network, subnet.ip)) return no('outside_network', `its ${v}subnet is outside the ${v}network`);
+  if (!containsCidr(plane.network, subnet)) return no('outside_network', `its ${v}subnet ${formatCidr(subnet)} is outside the ${v}network ${formatCidr(plane.network)}`);
+  if (subnet.prefix <= plane.network.prefix) return no('covers_network', `its ${v}subnet ${formatCidr(subnet)} is the whole ${v}network`);
+  if (plane.subnetLen !== undefined && subnet.prefix !== plane.subnetLen) {
+    return no('subnet_length', `its ${v}subnet length /${subnet.prefix} is not the configured ${f === 4 ? 'SubnetLen' : 'IPv6SubnetLen'} /${plane.subnetLen}`);
+  }
   if (plane.subnet && overlaps(subnet, plane.subnet)) return no('overlaps_own', `its ${v}subnet overlaps this node's own`);
   if (!ip) return no('no_public_ip', `it has no public ${familyName(f)} address`);
   if (ip.family !== f) return no('wrong_family', `its public ${familyName(f)} address ${formatIp(ip)} is of the other family`);
   if (containsIp(plane.network, ip)) return no('public_ip_in_pod_network', `its public IP ${formatIp(ip)} lies inside the pod network`);
   if (ipEquals(ip, plane.publicIp)) return no('own_public_ip', `its public IP ${formatIp(ip)} is this node's own`);
   if (!isUnicast(ip)) return no('not_unicast', `its public IP ${formatIp(ip)} is not a unicast address`);
+  const data = backendDataOf(lease.attrs, f);
+  if (data !== undefined && !isJson(data)) return no('bad_backend_data', `its ${f === 4 ? 'BackendData' : 'BackendV6Data'} is not JSON: ${data.slice(0, 80)}`);
   return undefined;
 }
 
@@ -30,8 +51,17 @@ export function peerProblem(lease: Lease, plane: FamilyPlane): Refusal | undefin
  * Addresses a tunnel or a next hop can point at: not unspecified, loopback, multicast or
  * broadcast; for IPv6 not link-local either (it would need a scope the lease cannot carry).
  */
-function isUnicast(ip: IpAddr): boolean {
+export function isUnicast(ip: IpAddr): boolean {
   const v = ip.value;
   if (ip.family === 4) return v !== 0n && v >> 24n !== 127n && v >> 28n !== 14n && v !== 0xffffffffn;
   return v > 1n && v >> 120n !== 0xffn && v >> 118n !== 0x3fan;
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -4,12 +4,13 @@
  */
 import { type Family, formatIp } from '../ip/ip.js';
 import { type Lease, formatSubnetPair } from '../lease/lease.js';
-import type { FamilyRefusal, PeerProgram } from './desired-state.js';
+import type { PeerProgram } from './entry-kind.js';
+import type { FamilyRefusal } from './peer-checks.js';
 
 /** One peer lease as `weft status` shows it. */
 export interface PeerStatus {
   readonly subnet: string;
-  readonly publicIp: string;
+  readonly publicIp?: string;
   readonly publicIpv6?: string;
   readonly backend?: string;
   /** `pending` until the first full pass has written it. */
@@ -40,7 +41,7 @@ export interface RefusedPeer {
 export function peerStatus(peers: ReadonlyMap<string, KnownPeer>, refused: ReadonlyMap<string, RefusedPeer>, synced: boolean): PeerStatus[] {
   const describe = (lease: Lease): Pick<PeerStatus, 'subnet' | 'publicIp' | 'publicIpv6' | 'backend'> => ({
     subnet: formatSubnetPair(lease.subnet),
-    publicIp: formatIp(lease.attrs.publicIp),
+    ...(lease.attrs.publicIp ? { publicIp: formatIp(lease.attrs.publicIp) } : {}),
     ...(lease.attrs.publicIpv6 ? { publicIpv6: formatIp(lease.attrs.publicIpv6) } : {}),
     ...(lease.attrs.backendType ? { backend: lease.attrs.backendType } : {}),
   });
@@ -53,11 +54,11 @@ export function peerStatus(peers: ReadonlyMap<string, KnownPeer>, refused: Reado
   return out.sort((a, b) => a.subnet.localeCompare(b.subnet));
 }
 
-/** Per family: peers with a route of that family, and refusals of that family by reason code. */
+/** Per family: peers programmed in that family, and refusals of that family by reason code. */
 export function peerCounts(families: readonly Family[], peers: ReadonlyMap<string, KnownPeer>, refused: ReadonlyMap<string, RefusedPeer>): Array<{ family: Family; programmed: number; refused: Record<string, number> }> {
   return families.map((family) => {
     let programmed = 0;
-    for (const { program } of peers.values()) if (program.routes.some((r) => r.dst.ip.family === family)) programmed++;
+    for (const { program } of peers.values()) if (program.families.includes(family)) programmed++;
     const byCode: Record<string, number> = {};
     for (const { families: fs } of refused.values()) for (const f of fs) if (f.family === family) byCode[f.code] = (byCode[f.code] ?? 0) + 1;
     return { family, programmed, refused: byCode };

@@ -1,16 +1,22 @@
-/** The reconciler's decisions against an in-memory kernel (testing/fake-netlink.ts). */
+/** The reconciler's decisions against an in-memory kernel (testing/fake-netlink.ts) and kinds of its own. */
 import { type WeftEvents, subscribe } from '../core/events.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
 import type { Lease } from '../lease/lease.js';
+import type { RouteInfo } from '../netlink/netlink.js';
 import { FakeNetlink } from '../testing/fake-netlink.js';
 import { leaseFeed } from '../testing/lease-feed.js';
+import { ManualClock, settle } from '../testing/manual-clock.js';
 import { recordingLogger } from '../testing/recording-logger.js';
 import { waitUntil } from '../testing/wait.js';
-import type { PeerProgram } from './desired-state.js';
-import { Reconciler, inClusterScope } from './reconciler.js';
+import type { EntryKind, PeerProgram, Program } from './entry-kind.js';
+import { fdbKind } from './kinds/fdb-kind.js';
+import { neighbourKind } from './kinds/neighbour-kind.js';
+import { inClusterScope, routeKind } from './kinds/route-kind.js';
+import type { Refusal } from './lease-program.js';
+import { Reconciler, type ReconcilerOptions } from './reconciler.js';
 
 const dev = 7;
 const ext = 2;
@@ -25,28 +31,44 @@ const program = (l: Lease): PeerProgram => {
   const subnet = l.subnet.ipv4!;
   const m = (JSON.parse(l.attrs.backendData!) as { VtepMAC: string }).VtepMAC;
   return {
-    neighbours: [{ index: dev, ip: subnet.ip, mac: m }],
-    fdb: [{ index: dev, mac: m, dst: l.attrs.publicIp }],
-    routes: [{ dst: subnet, gateway: subnet.ip, index: dev, onlink: true }],
+    families: [4],
+    entries: {
+      neighbour: [{ index: dev, ip: subnet.ip, mac: m }],
+      fdb: [{ index: dev, mac: m, dst: l.attrs.publicIp! }],
+      route: [{ dst: subnet, gateway: subnet.ip, index: dev, onlink: true }],
+    },
   };
 };
+const third = (l: Lease): number => Number(l.subnet.ipv4!.ip.value >> 8n) & 0xff;
 
 type TestContext = { after(fn: () => Promise<void> | void): void };
 
-function start(t: TestContext, initial: Lease[], refuse = new Set<number>()) {
+function vxlanKinds(nl: FakeNetlink): EntryKind[] {
+  const devices = () => [{ index: dev, family: 4 as const }];
+  return [
+    neighbourKind({ netlink: nl, devices }),
+    fdbKind({ netlink: nl, devices }),
+    routeKind({ netlink: nl, families: () => [4], owns: (r: RouteInfo) => inClusterScope(r.dst, network, own) && r.index === dev }),
+  ];
+}
+
+function start(t: TestContext, initial: Lease[], options: { refuse?: Set<number>; kinds?: (nl: FakeNetlink) => EntryKind[]; program?: (l: Lease) => PeerProgram | Refusal; own?: () => Program; clock?: ManualClock; retry?: ReconcilerOptions['retry'] } = {}) {
   const nl = new FakeNetlink([{ index: ext, name: 'eth0', mtu: 1500 }, { index: dev, name: 'flannel.1', mtu: 1450 }]);
   const log = recordingLogger();
   const ctl = new AbortController();
   const events = leaseFeed(ctl.signal);
+  const refuse = options.refuse ?? new Set<number>();
   const reconciler = new Reconciler({
     netlink: nl,
     log,
     debounceMs: 5,
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.retry ? { retry: options.retry } : {}),
     scope: {
+      kinds: (options.kinds ?? vxlanKinds)(nl),
       families: [4],
-      program: (l) => (refuse.has(Number(l.subnet.ipv4!.ip.value >> 8n) & 0xff) ? { refused: 'its VtepMAC is no unicast MAC', code: 'bad_vtep_mac' } : program(l)),
-      ownsRoute: (r) => inClusterScope(r.dst, network, own) && r.index === dev,
-      devices: () => [{ index: dev, family: 4 }],
+      program: (l) => (refuse.has(third(l)) ? { refused: 'its VtepMAC is no unicast MAC', code: 'bad_vtep_mac' } : (options.program ?? program)(l)),
+      ...(options.own ? { own: options.own } : {}),
       links: () => [dev, ext],
     },
   });
@@ -57,7 +79,7 @@ function start(t: TestContext, initial: Lease[], refuse = new Set<number>()) {
   });
   events.push(initial.map((l) => ({ type: 'added', lease: l })));
   const counts = () => ({ routes: nl.routeTable.size, neighbours: nl.neighTable.size, fdb: nl.fdbTable.size });
-  return { nl, events, counts, reconciler };
+  return { nl, events, counts, reconciler, log };
 }
 
 test('a peer is written neighbour, FDB entry, route, in that order; entries deleted by hand come back at once', async (t) => {
@@ -65,12 +87,22 @@ test('a peer is written neighbour, FDB entry, route, in that order; entries dele
   await waitUntil('the first peer is programmed', () => counts().routes === 1);
   events.push([{ type: 'added', lease: lease(3) }]);
   await waitUntil('the second peer is programmed', () => counts().routes === 2);
-  const third = nl.writes.filter((w) => w.includes('198.18.3.0') || w.includes(mac(3)));
-  assert.deepEqual(third.map((w) => w.split(' ')[0]), ['replaceNeighbour', 'replaceFdb', 'replaceRoute']);
+  const writes = nl.writes.filter((w) => w.includes('198.18.3.0') || w.includes(mac(3)));
+  assert.deepEqual(writes.map((w) => w.split(' ')[0]), ['replaceNeighbour', 'replaceFdb', 'replaceRoute']);
   nl.kernel.deleteRoute(parseCidr('198.18.2.0/24'));
   nl.kernel.deleteNeighbour(dev, parseIp('198.18.3.0'));
   nl.kernel.deleteFdb(dev, mac(2));
   await waitUntil('all three are back', () => counts().routes === 2 && counts().neighbours === 2 && counts().fdb === 2);
+});
+
+test('a removed peer takes exactly its own entries out, last kind first', async (t) => {
+  const { nl, events, counts } = start(t, [lease(2), lease(3)]);
+  await waitUntil('programmed', () => counts().routes === 2);
+  const before = nl.writes.length;
+  events.push([{ type: 'removed', lease: lease(3) }]);
+  await waitUntil('peer 3 is gone', () => counts().routes === 1 && counts().neighbours === 1 && counts().fdb === 1);
+  assert.deepEqual(nl.writes.slice(before).map((w) => w.split(' ')[0]), ['deleteRoute', 'deleteFdb', 'deleteNeighbour']);
+  assert.ok(nl.routeTable.has('198.18.2.0/24'));
 });
 
 test('an FDB write that fails takes the peer\'s neighbour back out; a reconcile after a pause programs the peer', async (t) => {
@@ -82,6 +114,20 @@ test('an FDB write that fails takes the peer\'s neighbour back out; a reconcile 
   assert.ok(!nl.writes.includes('replaceRoute 198.18.3.0/24') || nl.writes.indexOf('replaceRoute 198.18.3.0/24') > nl.writes.indexOf(`deleteNeighbour ${dev} 198.18.3.0`), 'no route before the retry');
   // No kernel notification and no periodic pass (60 s) is needed: the failed write is retried after a pause.
   await waitUntil('the peer is programmed by the retry', () => counts().routes === 2 && counts().neighbours === 2 && counts().fdb === 2, 10_000);
+});
+
+test('a failed route (the last kind) does not stop the peer\'s other routes', async (t) => {
+  const dual = (l: Lease): PeerProgram => {
+    const p = program(l);
+    return { ...p, entries: { ...p.entries, route: [...(p.entries['route'] ?? []), { dst: parseCidr(`198.18.${third(l) + 100}.0/24`), gateway: l.subnet.ipv4!.ip, index: dev, onlink: true }] } };
+  };
+  const { nl, events, counts } = start(t, [], { program: dual });
+  await waitUntil('synced', () => nl.writes.length === 0 && counts().routes === 0);
+  await settle();
+  nl.failNext('replaceRoute');
+  events.push([{ type: 'added', lease: lease(5) }]);
+  await waitUntil('the second route went in despite the first failing', () => nl.routeTable.has('198.18.105.0/24'));
+  assert.equal(nl.neighTable.size, 1, 'the neighbour stays: a route failed, not its prerequisite');
 });
 
 test('two leases with one VtepMAC share the FDB entry: removing one keeps it, pointing at the other', async (t) => {
@@ -117,7 +163,7 @@ test('a notification that could not be read makes it compare everything with the
 test('status lists every peer lease it knows: programmed ones, and refused ones with the reason, until they are removed', async (t) => {
   const published: Array<WeftEvents['peers']> = [];
   t.after(subscribe('peers', (m) => published.push(m)));
-  const { events, counts, reconciler } = start(t, [lease(2), lease(9)], new Set([9]));
+  const { events, counts, reconciler } = start(t, [lease(2), lease(9)], { refuse: new Set([9]) });
   await waitUntil('programmed', () => counts().routes === 1);
   await waitUntil('the first pass is done', () => reconciler.status().some((p) => p.state === 'programmed'));
   assert.deepEqual(reconciler.status().map((p) => [p.subnet, p.publicIp, p.state, p.reason ?? '']), [
@@ -128,4 +174,77 @@ test('status lists every peer lease it knows: programmed ones, and refused ones 
   events.push([{ type: 'removed', lease: lease(9) }]);
   await waitUntil('the refused lease is forgotten', () => reconciler.status().length === 1);
   assert.deepEqual(published.at(-1), { family: 4, programmed: 1, refused: {} });
+});
+
+/** A kind whose "kernel" takes its entries whole, as udp's forwarding table does. */
+function tableKind(applied: Array<string[]>): EntryKind<{ dst: string; to: string }> {
+  const held = new Map<string, { dst: string; to: string }>();
+  let dirty = true;
+  return {
+    name: 'tunnel',
+    key: (e) => e.dst,
+    list: async () => [...held.values()],
+    matches: (a, b) => a.to === b.to,
+    put: async (e) => void (held.set(e.dst, e), (dirty = true)),
+    remove: async (e) => void (held.delete(e.dst), (dirty = true)),
+    departs: () => false,
+    flush: () => {
+      if (!dirty) return;
+      dirty = false;
+      applied.push([...held.values()].map((e) => `${e.dst}>${e.to}`).sort());
+    },
+  };
+}
+
+test('a kind of its own plugs in: its entries are put and removed per peer, and flushed once per pass, the first time even empty', async (t) => {
+  const applied: Array<string[]> = [];
+  const kinds = (): EntryKind[] => [tableKind(applied)];
+  const tunnel = (l: Lease): PeerProgram => ({ families: [4], entries: { tunnel: [{ dst: `198.18.${third(l)}.0/24`, to: `203.0.113.${third(l)}` }] } });
+  const { events } = start(t, [], { kinds, program: tunnel });
+  await waitUntil('the first (empty) table is handed over', () => applied.length === 1);
+  assert.deepEqual(applied[0], []);
+  events.push([{ type: 'added', lease: lease(2) }, { type: 'added', lease: lease(3) }]);
+  await waitUntil('both peers, in one flush', () => applied.length === 2);
+  assert.deepEqual(applied[1], ['198.18.2.0/24>203.0.113.2', '198.18.3.0/24>203.0.113.3']);
+  events.push([{ type: 'removed', lease: lease(2) }]);
+  await waitUntil('one peer left', () => applied.length === 3);
+  assert.deepEqual(applied[2], ['198.18.3.0/24>203.0.113.3']);
+});
+
+test('the node\'s own program is written with the first pass, kept like a peer\'s, and outlives every peer', async (t) => {
+  const ownRoute = { dst: network, index: dev };
+  const { nl, events } = start(t, [lease(2)], { own: () => ({ route: [ownRoute] }), kinds: (k) => [vxlanKinds(k)[2]!], program: (l) => ({ families: [4], entries: { route: program(l).entries['route'] } }) });
+  await waitUntil('own and peer routes', () => nl.routeTable.has('198.18.0.0/16') && nl.routeTable.has('198.18.2.0/24'));
+  nl.kernel.deleteRoute(network);
+  await waitUntil('the own route comes back', () => nl.routeTable.has('198.18.0.0/16'));
+  events.push([{ type: 'removed', lease: lease(2) }]);
+  await waitUntil('the peer route goes', () => !nl.routeTable.has('198.18.2.0/24'));
+  assert.ok(nl.routeTable.has('198.18.0.0/16'), 'the own route stays');
+});
+
+test('failed writes are retried after a backoff that doubles while they keep failing and starts over after a clean pass', async (t) => {
+  const clock = new ManualClock();
+  const { nl } = start(t, [lease(2)], { clock, retry: { initialMs: 500, maxMs: 30_000, random: () => 1 } });
+  const until = async (what: string, done: () => boolean): Promise<void> => {
+    for (let i = 0; i < 2000 && !done(); i++) await clock.advance(5);
+    assert.ok(done(), what);
+  };
+  await until('programmed', () => nl.routeTable.has('198.18.2.0/24'));
+  const attempts: number[] = [];
+  const replace = nl.replaceRoute.bind(nl);
+  nl.replaceRoute = (r) => {
+    attempts.push(clock.now());
+    return replace(r);
+  };
+  const gaps = (): number[] => attempts.slice(1).map((at, i) => at - attempts[i]!);
+  nl.failNext('replaceRoute', 3);
+  nl.kernel.deleteRoute(parseCidr('198.18.2.0/24'));
+  await until('back after three refusals', () => nl.routeTable.has('198.18.2.0/24'));
+  // Each retry waits the backoff, then the debounce (5 ms) before its pass.
+  assert.deepEqual(gaps(), [505, 1005, 2005]);
+  attempts.length = 0;
+  nl.failNext('replaceRoute', 1);
+  nl.kernel.deleteRoute(parseCidr('198.18.2.0/24'));
+  await until('back after one more refusal', () => nl.routeTable.has('198.18.2.0/24'));
+  assert.deepEqual(gaps(), [505], 'the backoff started over');
 });

@@ -3,83 +3,93 @@
  * loop into each backend and polls; weft reacts).
  *
  * Design notes:
- * - The desired state is a map peer → program (routes, neighbours, FDB entries), computed by the
- *   backend from each lease. Events change that map and apply only the difference at once: a
- *   removed lease deletes exactly its own entries.
- * - A full reconcile lists the kernel's entries in the backend's scope and repairs both ways:
- *   missing or different entries are written, entries in scope that no lease asks for are
- *   removed. It runs after the first (complete) batch of leases, and whenever the kernel reports
- *   a change that departs from the desired state (netlink monitor, debounced; the echo of our own
- *   writes is not one): a hand-deleted route comes back within a fraction of a second, without
- *   polling. A slow periodic pass covers a monitor that overflowed.
- * - Within a peer, entries are written neighbour, FDB, then route, as flannel does, so a route
- *   never points at a next hop the kernel cannot resolve yet.
+ * - The kernel is a list of entry kinds (entry-kind.ts), in write order; the reconciler knows
+ *   none by name. The desired state is the union of one program per peer (and the node's own),
+ *   computed by the backend from each lease. Events change that union and apply only the
+ *   difference at once: a removed lease deletes exactly its own entries.
+ * - A full reconcile lists each kind in the backend's scope and repairs both ways: missing or
+ *   different entries are written, entries in scope that no program wants are removed. It runs
+ *   after the first (complete) batch of leases, and whenever the kernel reports a change that
+ *   departs from the desired state (netlink monitor, debounced; the echo of our own writes is not
+ *   one): a hand-deleted route comes back within a fraction of a second, without polling. A slow
+ *   periodic pass covers a monitor that overflowed.
+ * - Within a peer, kinds are written in the backend's order (vxlan: neighbour, FDB, then route,
+ *   as flannel does), so a route never points at a next hop the kernel cannot resolve yet. A
+ *   failed write stops the peer at that kind and takes the entries of earlier kinds back out; the
+ *   last kind has nothing after it, so its other entries still go in. Removal runs in reverse.
  * - Kernel requests go one at a time. The work is CPU-bound in this process, so requests in
  *   flight buy little (3000 requests: 93 ms one at a time, 84 ms four at a time), and the
  *   `netlink` addon keeps native send records for them that stay resident as a high-water mark:
  *   1.7 MB at four in flight, 2.9 MB at 32, none at one.
  */
-import { delay } from '../core/abort.js';
-import { Backoff } from '../core/backoff.js';
-import { type KernelEntryKind, publish } from '../core/events.js';
+import { Backoff, type BackoffOptions } from '../core/backoff.js';
+import { type Clock, systemClock } from '../core/clock.js';
+import { publish } from '../core/events.js';
 import { errorMessage } from '../core/errors.js';
 import { memoryFigures, releaseMemory, releaseMemoryAtMostEvery } from '../core/memory.js';
 import type { Logger } from '../core/log.js';
-import { type Cidr, containsCidr, overlaps } from '../ip/cidr.js';
-import { type Family, formatIp } from '../ip/ip.js';
-import { type Lease, type LeaseEvent, formatSubnetPair } from '../lease/lease.js';
+import type { Family } from '../ip/ip.js';
+import { type Lease, type LeaseEvent, formatPublicIps, formatSubnetPair } from '../lease/lease.js';
 import { formatSubnetKey } from '../lease/subnet-key.js';
-import type { FdbSpec, NeighbourInfo, Netlink, RouteInfo } from '../netlink/netlink.js';
-import {
-  type ChangeScope, DesiredState, type EntryIndex, type PeerProgram, type TunnelSpec, fdbKey, fdbMatches, neighKey, neighbourMatches, routeKey, routeMatches,
-} from './desired-state.js';
+import type { Netlink, NetlinkChange } from '../netlink/netlink.js';
+import { DesiredState } from './desired-state.js';
+import type { EntryKind, PeerProgram, Program } from './entry-kind.js';
 import { type Refusal, isRefusal } from './lease-program.js';
 import { type KnownPeer, type PeerStatus, type RefusedPeer, peerCounts, peerStatus } from './peer-report.js';
 
-
 /** What a backend tells the reconciler. */
-export interface ReconcileScope extends ChangeScope {
+export interface ReconcileScope {
+  /** The kinds of entry the backend manages, in write order. */
+  readonly kinds: readonly EntryKind[];
+  /** Families in play, for the per-family counts. */
+  readonly families: readonly Family[];
   /** The program for a peer, or a reason to refuse it (logged once), or null to ignore it quietly. */
   program(lease: Lease): PeerProgram | Refusal | null;
-  /** Route families in play. */
-  readonly families: readonly Family[];
-  /** Repairs the node's own device (recreate, address, up) if needed; true when it changed. */
-  repairDevice?(signal: AbortSignal): Promise<boolean>;
   /** Entries the node wants whatever its peers (udp: the route for the whole network via its TUN). */
-  own?(): PeerProgram;
-  /** Told the forwarding entries of all programmed peers whenever they may have changed (udp). */
-  tunnelsChanged?(tunnels: readonly TunnelSpec[]): void;
+  own?(): Program;
+  /** Repairs the node's own devices (recreate, address, up) if needed; true when one was recreated. */
+  repairDevices?(signal: AbortSignal): Promise<boolean>;
+  /**
+   * Links whose changes can undo this backend's entries unannounced (a link that goes down takes
+   * its routes along without a route notification): its devices and the external interface.
+   */
+  links(): readonly number[];
 }
 
 export interface ReconcilerOptions {
-  readonly netlink: Netlink;
+  /** The kernel's notifications; writes go through the kinds. */
+  readonly netlink: Pick<Netlink, 'subscribe'>;
   readonly log: Logger;
   readonly scope: ReconcileScope;
+  readonly clock?: Clock;
   /** Quiet time after a kernel change before the full reconcile. Default 50 ms. */
   readonly debounceMs?: number;
   /** Safety-net full reconcile period. Default 60 s. */
   readonly periodMs?: number;
+  /** The pause before a failed write is retried; default 500 ms doubling to 30 s. */
+  readonly retry?: BackoffOptions;
 }
 
-
 export class Reconciler {
-  readonly #nl: Netlink;
+  readonly #nl: Pick<Netlink, 'subscribe'>;
   readonly #log: Logger;
   readonly #scope: ReconcileScope;
+  readonly #kinds: readonly EntryKind[];
+  readonly #clock: Clock;
   readonly #debounceMs: number;
   readonly #periodMs: number;
   readonly #peers = new Map<string, KnownPeer>();
-  /** The entries of all programs in #peers. */
-  readonly #desired = new DesiredState();
-  /** The part of #desired that is the node's own (ReconcileScope.own). */
-  #own: PeerProgram | undefined;
+  /** The entries of all programs in #peers, and of #own. */
+  readonly #desired: DesiredState;
+  /** The node's own program (ReconcileScope.own). */
+  #own: Program | undefined;
   /** Leases refused, whole or in part, with the reason (logged once per reason) and since when. */
   readonly #refused = new Map<string, RefusedPeer>();
   #synced = false;
   /** Set by a failed kernel write; the run loop then schedules a full reconcile with backoff. */
   #writeFailed = false;
-  readonly #retry = new Backoff({ initialMs: 500, maxMs: 30_000 });
-  #retryTimer: NodeJS.Timeout | undefined;
+  readonly #retry: Backoff;
+  #retryPending = false;
   #unparsedSeen = false;
   /** Off for the first pass, which programs every peer rather than repairing anything. */
   #countRepairs = false;
@@ -88,52 +98,53 @@ export class Reconciler {
   /** Event application and full reconciles never interleave. */
   #busy: Promise<unknown> = Promise.resolve();
 
+  constructor(options: ReconcilerOptions) {
+    this.#nl = options.netlink;
+    this.#log = options.log;
+    this.#scope = options.scope;
+    this.#kinds = options.scope.kinds;
+    this.#clock = options.clock ?? systemClock;
+    this.#desired = new DesiredState(this.#kinds);
+    this.#debounceMs = options.debounceMs ?? 50;
+    this.#periodMs = options.periodMs ?? 60_000;
+    this.#retry = new Backoff({ initialMs: 500, maxMs: 30_000, ...options.retry });
+  }
+
   #exclusive<T>(work: () => Promise<T>): Promise<T> {
     const result = this.#busy.then(work, work);
     this.#busy = result.then(() => undefined, () => undefined);
     return result;
   }
 
-  constructor(options: ReconcilerOptions) {
-    this.#nl = options.netlink;
-    this.#log = options.log;
-    this.#scope = options.scope;
-    this.#debounceMs = options.debounceMs ?? 50;
-    this.#periodMs = options.periodMs ?? 60_000;
-  }
-
-
-
   async run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
     let dirty = false;
-    let wake: (() => void) | undefined;
+    let wake = new AbortController();
     const kick = (): void => {
       dirty = true;
-      wake?.();
+      wake.abort();
     };
     // A kernel write that failed is retried by a full reconcile after a backoff, not left for the
     // next notification or the periodic pass; a clean pass resets the backoff.
     const afterWork = (): void => {
       if (!this.#writeFailed) return;
       this.#writeFailed = false;
-      if (this.#retryTimer || signal.aborted) return;
+      if (this.#retryPending || signal.aborted) return;
       const wait = this.#retry.next();
       this.#log.warn({ retryMs: wait }, 'a kernel write failed; reconciling again after a pause');
-      this.#retryTimer = setTimeout(() => {
-        this.#retryTimer = undefined;
-        kick();
-      }, wait);
+      this.#retryPending = true;
+      this.#clock.sleep(wait, signal).then(
+        () => {
+          this.#retryPending = false;
+          kick();
+        },
+        () => undefined,
+      );
     };
-    signal.addEventListener('abort', () => clearTimeout(this.#retryTimer), { once: true });
     const monitor = (async () => {
       try {
         for await (const changes of this.#nl.subscribe(signal)) {
           if (!this.#synced) continue; // the first reconcile lists everything anyway
-          if (!this.#unparsedSeen && changes.some((c) => c.kind === 'unparsed')) {
-            this.#unparsedSeen = true;
-            this.#log.warn({}, 'a kernel notification could not be read; comparing everything with the kernel (logged once)');
-          }
-          if (changes.some((c) => this.#desired.departs(c, this.#scope))) kick();
+          if (changes.some((c) => this.#departs(c))) kick();
         }
       } catch (err) {
         if (!signal.aborted) this.#log.error({ err }, 'netlink monitor failed; relying on the periodic reconcile');
@@ -141,23 +152,12 @@ export class Reconciler {
     })();
     const repairer = (async () => {
       while (!signal.aborted) {
-        if (!dirty) {
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(done, this.#periodMs);
-            function done(): void {
-              clearTimeout(timer);
-              signal.removeEventListener('abort', done);
-              resolve();
-            }
-            wake = done;
-            signal.addEventListener('abort', done, { once: true });
-          });
-          wake = undefined;
-        }
+        if (!dirty) await this.#clock.sleep(this.#periodMs, AbortSignal.any([signal, wake.signal])).catch(() => undefined);
+        wake = new AbortController();
         if (signal.aborted) return;
         // Let a burst of kernel notifications settle into one pass.
         try {
-          await delay(this.#debounceMs, signal);
+          await this.#clock.sleep(this.#debounceMs, signal);
         } catch {
           return;
         }
@@ -179,7 +179,6 @@ export class Reconciler {
           await this.apply(batch, signal);
           publish('events.applied', { seconds: (performance.now() - t0) / 1000 });
           this.#publishPeers();
-          this.#publishTunnels();
           afterWork();
         } else {
           // The first batch is the whole set: record it and let one reconcile write only what
@@ -192,7 +191,6 @@ export class Reconciler {
           }
           this.#synced = true;
           this.#setOwn();
-          this.#publishTunnels();
           await this.reconcile(signal);
           this.#countRepairs = true;
           this.#publishPeers();
@@ -216,7 +214,7 @@ export class Reconciler {
   }
 
   async #apply(batch: readonly LeaseEvent[], signal: AbortSignal): Promise<void> {
-    const toAdd: Array<{ key: string; lease: Lease; program: PeerProgram }> = [];
+    const toAdd: Array<{ lease: Lease; program: PeerProgram }> = [];
     for (const event of batch) {
       const key = formatSubnetKey(event.lease.subnet);
       const old = this.#peers.get(key);
@@ -224,7 +222,7 @@ export class Reconciler {
         this.#refused.delete(key);
         if (old) {
           this.#deletePeer(key);
-          await this.#remove(old.program, old.lease);
+          await this.#remove(old.program.entries, old.lease);
           this.#log.info({ subnet: formatSubnetPair(old.lease.subnet) }, 'peer removed');
         }
         continue;
@@ -233,19 +231,20 @@ export class Reconciler {
       if (!program) {
         if (old) {
           this.#deletePeer(key);
-          await this.#remove(old.program, old.lease);
+          await this.#remove(old.program.entries, old.lease);
         }
         continue;
       }
       this.#setPeer(key, event.lease, program);
       // Entries of the old program that the new one no longer wants.
-      if (old) await this.#remove(old.program, old.lease);
-      toAdd.push({ key, lease: event.lease, program });
+      if (old) await this.#remove(old.program.entries, old.lease);
+      toAdd.push({ lease: event.lease, program });
     }
     for (const { lease, program } of toAdd) {
       if (signal.aborted) break;
-      await this.#write(program, lease);
+      await this.#write(program.entries, formatSubnetPair(lease.subnet));
     }
+    this.#flush();
     if (toAdd.length > 0) this.#log.debug({ peers: toAdd.length }, 'peers programmed');
   }
 
@@ -254,89 +253,97 @@ export class Reconciler {
     return this.#exclusive(() => this.#reconcile(signal));
   }
 
+  /** Computes every program again and brings the kernel in line: after the node's own lease changed. */
+  refresh(signal: AbortSignal): Promise<void> {
+    return this.#exclusive(async () => {
+      if (!this.#synced) return;
+      this.reprogram();
+      await this.#reconcile(signal);
+      this.#publishPeers();
+    });
+  }
+
   async #reconcile(signal: AbortSignal): Promise<void> {
     const t0 = performance.now();
     try {
-      if (this.#scope.repairDevice && (await this.#scope.repairDevice(signal))) {
-        // Programs name the device by index, which a recreated device no longer has.
-        for (const [key, peer] of [...this.#peers]) {
-          const program = this.#program(key, peer.lease);
-          if (program) this.#setPeer(key, peer.lease, program);
-          else this.#deletePeer(key);
-        }
-        this.#setOwn();
-        this.#publishTunnels();
+      if (this.#scope.repairDevices && (await this.#scope.repairDevices(signal))) {
+        this.reprogram();
         this.#log.warn({ peers: this.#peers.size }, 'device repaired; re-programming every peer');
         publish('repair', { kind: 'device' });
       }
-      const devices = this.#scope.devices();
-      const want = this.#desired;
       let repairs = 0;
-      if (devices.length > 0) {
-        const haveNeigh = new Map<string, NeighbourInfo>();
-        for (const d of devices) for (const n of await this.#nl.neighbours(d.index, d.family)) if (n.permanent) haveNeigh.set(neighKey(n), n);
-        repairs += await this.#converge('neighbour', want.neighbours, haveNeigh, neighbourMatches, (n) => this.#nl.replaceNeighbour(n), (n) => this.#nl.deleteNeighbour(n));
-        const haveFdb = new Map<string, FdbSpec>();
-        for (const d of devices) for (const f of await this.#nl.fdb(d.index)) if (f.dst && f.permanent) haveFdb.set(fdbKey(f), { index: f.index, mac: f.mac, dst: f.dst });
-        repairs += await this.#converge('fdb', want.fdb, haveFdb, fdbMatches, (f) => this.#nl.replaceFdb(f), (f) => this.#nl.deleteFdb(f));
-      }
-      const haveRoutes = new Map<string, RouteInfo>();
-      for (const family of this.#scope.families) {
-        for (const r of await this.#nl.routes(family)) if (this.#scope.ownsRoute(r)) haveRoutes.set(routeKey(r), r);
-      }
-      repairs += await this.#converge('route', want.routes, haveRoutes, routeMatches, (r) => this.#nl.replaceRoute(r), (r) => this.#nl.deleteRoute(r));
-      if (repairs > 0) {
-        this.#log.info({ entries: repairs }, 'kernel state brought in line with the leases');
-      }
+      for (const kind of this.#kinds) repairs += await this.#converge(kind, signal);
+      if (repairs > 0) this.#log.info({ entries: repairs }, 'kernel state brought in line with the leases');
     } catch (err) {
       if (!signal.aborted) this.#log.error({ err }, 'reconcile failed; will retry on the next change');
     }
+    this.#flush();
     publish('reconcile', { seconds: (performance.now() - t0) / 1000 });
   }
 
-  #setOwn(): void {
-    if (!this.#scope.own) return;
-    if (this.#own) this.#desired.remove(this.#own);
-    this.#own = this.#scope.own();
-    this.#desired.add(this.#own);
+  /**
+   * Computes every program again, from the leases it holds (a recreated device has a new index,
+   * which programs name; a new own subnet may change what a peer may have). The next reconcile
+   * writes the difference.
+   */
+  reprogram(): void {
+    for (const [key, peer] of [...this.#peers]) {
+      const program = this.#program(key, peer.lease);
+      if (program) this.#setPeer(key, peer.lease, program);
+      else this.#deletePeer(key);
+    }
+    for (const { lease } of [...this.#refused.values()]) {
+      const key = formatSubnetKey(lease.subnet);
+      if (this.#peers.has(key)) continue;
+      const program = this.#program(key, lease);
+      if (program) this.#setPeer(key, lease, program);
+    }
+    if (this.#synced) this.#setOwn();
   }
 
-  #publishTunnels(): void {
-    if (!this.#scope.tunnelsChanged) return;
-    const tunnels: TunnelSpec[] = [];
-    for (const peer of this.#peers.values()) if (peer.program.tunnels) tunnels.push(...peer.program.tunnels);
-    this.#scope.tunnelsChanged(tunnels);
-  }
-
-  /** Peers programmed, and refused by reason, per family, for the metrics. */
-  #publishPeers(): void {
-    for (const counts of peerCounts(this.#scope.families, this.#peers, this.#refused)) publish('peers', counts);
+  /** Whether a kernel notification may leave the kernel different from the desired state. */
+  #departs(change: NetlinkChange): boolean {
+    switch (change.kind) {
+      case 'unparsed':
+        if (!this.#unparsedSeen) {
+          this.#unparsedSeen = true;
+          this.#log.warn({}, 'a kernel notification could not be read; comparing everything with the kernel (logged once)');
+        }
+        return true;
+      case 'link':
+      case 'addr':
+        // Not every link: pods come and go on veth pairs all the time.
+        return this.#scope.links().includes(change.index);
+      default: {
+        for (const kind of this.#kinds) {
+          const want = this.#desired.of(kind);
+          if (kind.departs(change, (key) => want.get(key))) return true;
+        }
+        return false;
+      }
+    }
   }
 
   /**
-   * Makes one kind of kernel entry (`have`: those in scope) equal to `want`: writes what is
-   * missing or different, removes what no peer wants. Returns the number of changes.
+   * Makes one kind's entries in scope equal to the desired state: writes what is missing or
+   * different, removes what no program wants. Returns the number of changes.
    */
-  async #converge<W extends object, H>(
-    kind: KernelEntryKind,
-    want: EntryIndex<W>,
-    have: ReadonlyMap<string, H>,
-    matches: (want: W, have: H) => boolean,
-    replace: (entry: W) => Promise<void>,
-    remove: (entry: H) => Promise<void>,
-  ): Promise<number> {
+  async #converge(kind: EntryKind, signal: AbortSignal): Promise<number> {
+    const want = this.#desired.of(kind);
+    const have = new Map<string, object>();
+    for (const e of await kind.list(signal)) have.set(kind.key(e), e);
     let changes = 0;
     for (const [key, entry] of want) {
       const current = have.get(key);
-      if (current && matches(entry, current)) continue;
-      await this.#try(() => replace(entry), kind, 'replace', key);
-      if (this.#countRepairs) publish('repair', { kind });
+      if (current && kind.matches(entry, current)) continue;
+      await this.#try(kind, 'replace', key, () => kind.put(entry));
+      if (this.#countRepairs) publish('repair', { kind: kind.name });
       changes++;
     }
     for (const [key, entry] of have) {
       if (want.has(key)) continue;
-      await this.#try(() => remove(entry), kind, 'delete', key);
-      if (this.#countRepairs) publish('repair', { kind });
+      await this.#try(kind, 'delete', key, () => kind.remove(entry));
+      if (this.#countRepairs) publish('repair', { kind: kind.name });
       changes++;
     }
     return changes;
@@ -347,17 +354,29 @@ export class Reconciler {
     return peerStatus(this.#peers, this.#refused, this.#synced);
   }
 
+  #setOwn(): void {
+    if (!this.#scope.own) return;
+    if (this.#own) this.#desired.remove(this.#own);
+    this.#own = this.#scope.own();
+    this.#desired.add(this.#own);
+  }
+
+  /** Peers programmed, and refused by reason, per family, for the metrics. */
+  #publishPeers(): void {
+    for (const counts of peerCounts(this.#scope.families, this.#peers, this.#refused)) publish('peers', counts);
+  }
+
   #setPeer(key: string, lease: Lease, program: PeerProgram): void {
     this.#deletePeer(key);
-    this.#peers.set(key, { lease, program, since: Date.now() });
-    this.#desired.add(program);
+    this.#peers.set(key, { lease, program, since: this.#clock.now() });
+    this.#desired.add(program.entries);
   }
 
   #deletePeer(key: string): void {
     const old = this.#peers.get(key);
     if (!old) return;
     this.#peers.delete(key);
-    this.#desired.remove(old.program);
+    this.#desired.remove(old.program.entries);
   }
 
   #program(key: string, lease: Lease): PeerProgram | undefined {
@@ -370,67 +389,62 @@ export class Reconciler {
     const whole = isRefusal(result);
     const prev = this.#refused.get(key);
     if (prev?.reason !== reason) {
-      if (whole) this.#log.warn({ subnet: formatSubnetPair(lease.subnet), publicIp: formatIp(lease.attrs.publicIp) }, `refusing lease: ${reason}`);
+      if (whole) this.#log.warn({ subnet: formatSubnetPair(lease.subnet), publicIp: formatPublicIps(lease.attrs) }, `refusing lease: ${reason}`);
       else this.#log.warn({ subnet: formatSubnetPair(lease.subnet) }, `programming only part of a lease: ${reason}`);
     }
     const families = result.refusedFamilies ?? (whole ? this.#scope.families.map((family) => ({ family, code: (result as Refusal).code })) : []);
-    this.#refused.set(key, { reason, lease, whole, families, since: prev?.reason === reason ? prev.since : Date.now() });
+    this.#refused.set(key, { reason, lease, whole, families, since: prev?.reason === reason ? prev.since : this.#clock.now() });
     return whole ? undefined : result;
   }
 
-  async #write(p: PeerProgram, lease: Lease): Promise<void> {
-    const subnet = formatSubnetPair(lease.subnet);
-    for (const n of p.neighbours) if (!(await this.#try(() => this.#nl.replaceNeighbour(n), 'neighbour', 'replace', subnet))) return;
-    for (const f of p.fdb) {
-      if (!(await this.#try(() => this.#nl.replaceFdb(f), 'fdb', 'replace', subnet))) {
-        for (const n of p.neighbours) await this.#try(() => this.#nl.deleteNeighbour(n), 'neighbour', 'delete', subnet);
+  /** Writes a program kind by kind; a failure stops it there and takes the earlier kinds back out. */
+  async #write(program: Program, subject: string): Promise<void> {
+    for (const [i, kind] of this.#kinds.entries()) {
+      const last = i === this.#kinds.length - 1;
+      for (const entry of program[kind.name] ?? []) {
+        if (await this.#try(kind, 'replace', subject, () => kind.put(entry))) continue;
+        if (last) continue;
+        for (const earlier of this.#kinds.slice(0, i)) {
+          for (const e of program[earlier.name] ?? []) await this.#try(earlier, 'delete', subject, () => earlier.remove(e));
+        }
         return;
       }
     }
-    for (const r of p.routes) await this.#try(() => this.#nl.replaceRoute(r), 'route', 'replace', subnet);
   }
 
   /**
-   * Removes what no remaining peer still wants (two leases may share a next hop or a VtepMAC); an
-   * entry that another peer still wants in another form (the FDB entry of a shared MAC, now
-   * pointing at the other peer) is written as that peer wants it.
+   * Removes what no remaining program still wants, last kind first (two leases may share a next
+   * hop or a VtepMAC); an entry that another program still wants in another form (the FDB entry
+   * of a shared MAC, now pointing at the other peer) is written as that program wants it.
    */
-  async #remove(p: PeerProgram, lease: Lease): Promise<void> {
-    const subnet = formatSubnetPair(lease.subnet);
-    const want = this.#desired;
-    const nl = this.#nl;
-    const settle = async <T extends object>(entries: readonly T[], index: EntryIndex<T>, key: (e: T) => string, same: (a: T, b: T) => boolean, kind: KernelEntryKind, del: (e: T) => Promise<void>, put: (e: T) => Promise<void>): Promise<void> => {
-      for (const e of entries) {
-        const still = index.get(key(e));
-        if (!still) await this.#try(() => del(e), kind, 'delete', subnet);
-        else if (!same(still, e)) await this.#try(() => put(still), kind, 'replace', subnet);
+  async #remove(program: Program, lease: Lease): Promise<void> {
+    const subject = formatSubnetPair(lease.subnet);
+    for (const kind of [...this.#kinds].reverse()) {
+      const want = this.#desired.of(kind);
+      for (const e of program[kind.name] ?? []) {
+        const still = want.get(kind.key(e));
+        if (!still) await this.#try(kind, 'delete', subject, () => kind.remove(e));
+        else if (!kind.matches(still, e)) await this.#try(kind, 'replace', subject, () => kind.put(still));
       }
-    };
-    await settle(p.routes, want.routes, routeKey, routeMatches, 'route', (r) => nl.deleteRoute(r), (r) => nl.replaceRoute(r));
-    await settle(p.fdb, want.fdb, fdbKey, fdbMatches, 'fdb', (f) => nl.deleteFdb(f), (f) => nl.replaceFdb(f));
-    await settle(p.neighbours, want.neighbours, neighKey, (a, b) => neighbourMatches(a, { ...b, permanent: true }), 'neighbour', (n) => nl.deleteNeighbour(n), (n) => nl.replaceNeighbour(n));
+    }
+  }
+
+  #flush(): void {
+    for (const kind of this.#kinds) kind.flush?.();
   }
 
   /** One kernel write; a failure is logged and published, and makes the run loop retry later. */
-  async #try(op: () => Promise<void>, kind: KernelEntryKind, write: 'replace' | 'delete', subject: string): Promise<boolean> {
+  async #try(kind: EntryKind, write: 'replace' | 'delete', subject: string, op: () => Promise<void>): Promise<boolean> {
     try {
       await op();
-      publish('kernel.write', { kind, op: write, ok: true });
+      publish('kernel.write', { kind: kind.name, op: write, ok: true });
       return true;
     } catch (err) {
-      this.#log.error({ err, subject, detail: errorMessage(err) }, `failed to ${write} ${kind === 'fdb' ? 'fdb entry' : kind}`);
-      publish('kernel.write', { kind, op: write, ok: false });
+      this.#log.error({ err, subject, detail: errorMessage(err) }, `failed to ${write} ${kind.name}`);
+      publish('kernel.write', { kind: kind.name, op: write, ok: false });
       this.#writeFailed = true;
       this.#failedWrites++;
       return false;
     }
   }
-}
-
-/**
- * A route inside the cluster network and outside this node's own subnet (the kernel's own route
- * to the device's IPv6 /128 lies inside it, as does the bridge's).
- */
-export function inClusterScope(dst: Cidr, network: Cidr | undefined, own: Cidr | undefined): boolean {
-  return network !== undefined && containsCidr(network, dst) && !(own && overlaps(dst, own));
 }

@@ -25,6 +25,7 @@ import { startHealthServer } from '../health/health-server.js';
 import { Metrics } from '../health/metrics.js';
 import { publish, subscribe } from '../core/events.js';
 import type { ExternalInterface } from '../backend/external-interface.js';
+import { FileKeyStore } from '../backend/key-store.js';
 import type { StatusReport } from './status-report.js';
 import { type FlagValues, parseFlags, usage } from './flags.js';
 import { agentFlags } from './options.js';
@@ -119,7 +120,7 @@ class Agent {
       if (background) tasks.push(background(scope));
       nl = new RtNetlink();
       if (flags['healthz-port'] > 0) {
-        const metrics = new Metrics({ version, lastContact: () => this.#lastContact || undefined, packetCounters: () => this.#network?.packetCounters?.() });
+        const metrics = new Metrics({ version, lastContact: () => this.#lastContact || undefined, packetCounters: () => this.#network?.packetCounters() });
         const stopWatchingLease = subscribe('lease', (m) => (this.#leaseExpiresAt = m.expiresAt));
         const health = await startHealthServer(
           {
@@ -167,7 +168,8 @@ class Agent {
         log.warn({ err }, `could not read what this node published before; a recreated vxlan device gets a new MAC: ${errorMessage(err)}`);
         return undefined;
       });
-      const deps = { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface, planes, ...(previous ? { previous } : {}), ...(this.#handover ? { handover: this.#handover } : {}) };
+      const keys = new FileKeyStore(this.#env['WIREGUARD_KEY_FILE'] || '/run/flannel/wgkey');
+      const deps = { netlink: nl, log: log.child({ component: config.backend.type }), extIface: iface, planes, keys, ...(previous ? { previous } : {}), ...(this.#handover ? { handover: this.#handover } : {}) };
       const network = await backendFactory(config.backend.type).create(config, deps, scope);
       this.#network = network;
       this.#iface = iface;
@@ -341,6 +343,7 @@ class Agent {
     const kube = flags['kube-subnet-mgr'];
     const health = this.#health();
     const lease = this.#lease;
+    const packets = this.#network?.packetCounters();
     return {
       version,
       registry: {
@@ -354,7 +357,7 @@ class Agent {
         ? {
             lease: {
               subnets: formatSubnetPair(lease.subnet),
-              ...(lease.attrs.publicIp.value !== 0n ? { publicIp: formatIp(lease.attrs.publicIp) } : {}),
+              ...(lease.attrs.publicIp ? { publicIp: formatIp(lease.attrs.publicIp) } : {}),
               ...(lease.attrs.publicIpv6 ? { publicIpv6: formatIp(lease.attrs.publicIpv6) } : {}),
               backend: this.#backendType,
               ...(this.#leaseExpiresAt !== undefined ? { expiresAt: this.#leaseExpiresAt } : {}),
@@ -365,7 +368,7 @@ class Agent {
       ...(this.#network ? { mtu: this.#network.mtu } : {}),
       ...(this.#trafficMode ? { trafficMode: this.#trafficMode } : {}),
       peers: this.#network?.peers() ?? [],
-      ...(this.#network?.packetCounters ? { packets: this.#network.packetCounters() } : {}),
+      ...(packets ? { packets } : {}),
     };
   }
 

@@ -88,7 +88,7 @@ async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
   // vxlan: ping each programmed peer's vxlan device; the echo crosses the underlay in UDP.
   let vxlanProbes: HostFacts['vxlanProbes'];
   if (status?.lease?.backend === 'vxlan') {
-    const targets = status.peers.filter((p) => p.state === 'programmed').flatMap((p) => p.subnet.split(',').map((s) => ({ peer: p.publicIp, target: s.split('/')[0]! })));
+    const targets = status.peers.filter((p) => p.state === 'programmed').flatMap((p) => p.subnet.split(',').map((s) => ({ peer: p.publicIp ?? p.publicIpv6 ?? '', target: s.split('/')[0]! })));
     vxlanProbes = await Promise.all(
       targets.slice(0, 64).map(async (t) => ({ ...t, answered: await run('ping', ['-c', '1', '-W', '2', '-q', t.target]).then(() => true, () => false) })),
     );

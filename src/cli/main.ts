@@ -91,7 +91,7 @@ async function leasesCommand(argv: readonly string[], env: Readonly<Record<strin
     }
     const rows = snap.leases.map((l) => [
       formatSubnetPair(l.subnet),
-      formatIp(l.attrs.publicIp),
+      l.attrs.publicIp ? formatIp(l.attrs.publicIp) : '-',
       l.attrs.publicIpv6 ? formatIp(l.attrs.publicIpv6) : '-',
       l.attrs.backendType ?? '-',
       l.ttlLease === '0' ? 'reservation' : 'lease',

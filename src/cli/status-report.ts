@@ -56,7 +56,7 @@ export function formatStatus(r: StatusReport, now = Date.now()): string {
   lines.push(`peers:     ${r.peers.length}${counts.size ? ` (${[...counts].map(([s, n]) => `${n} ${s}`).join(', ')})` : ''}`);
   if (r.peers.length > 0) {
     const head = ['SUBNET', 'PUBLIC IP', 'BACKEND', 'STATE', 'SINCE', 'WHY'];
-    const rows = r.peers.map((p) => [p.subnet, [p.publicIp === '0.0.0.0' ? '' : p.publicIp, p.publicIpv6 ?? ''].filter(Boolean).join(','), p.backend ?? '-', p.state, ago(p.since, now), p.reason ?? '']);
+    const rows = r.peers.map((p) => [p.subnet, [p.publicIp ?? '', p.publicIpv6 ?? ''].filter(Boolean).join(','), p.backend ?? '-', p.state, ago(p.since, now), p.reason ?? '']);
     const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
     lines.push('');
     for (const row of [head, ...rows]) lines.push(row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());

@@ -9,7 +9,6 @@ import type * as DiagnosticsChannel from 'node:diagnostics_channel';
 // As node:http in the etcd client: getBuiltinModule, not an ESM namespace import.
 const dc = process.getBuiltinModule('node:diagnostics_channel') as typeof DiagnosticsChannel;
 
-export type KernelEntryKind = 'route' | 'neighbour' | 'fdb';
 
 /** Every topic and what it carries. */
 export interface WeftEvents {
@@ -24,9 +23,10 @@ export interface WeftEvents {
   readonly 'lease.renewal': { readonly ok: boolean };
   /** How many peers the backend has programmed, and refused by reason code, per family (a gauge). */
   readonly peers: { readonly family: 4 | 6; readonly programmed: number; readonly refused: Readonly<Record<string, number>> };
-  readonly 'kernel.write': { readonly kind: KernelEntryKind; readonly op: 'replace' | 'delete'; readonly ok: boolean };
-  /** Something the kernel lost or changed was put back. */
-  readonly repair: { readonly kind: KernelEntryKind | 'device' };
+  /** A write of one entry, by the entry kind's name (`route`, `neighbour`, `fdb`, `tunnel`, ...). */
+  readonly 'kernel.write': { readonly kind: string; readonly op: 'replace' | 'delete'; readonly ok: boolean };
+  /** Something the kernel lost or changed was put back: an entry of a kind, or a `device`. */
+  readonly repair: { readonly kind: string };
   /** From a batch of lease events arriving to its kernel entries written. */
   readonly 'events.applied': { readonly seconds: number };
   /** A full comparison of the kernel with the leases. */

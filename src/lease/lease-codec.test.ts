@@ -26,12 +26,14 @@ test('values weft writes have flannel bytes, built from typed attributes', () =>
     ],
     ['{"PublicIP":"203.0.113.3","PublicIPv6":null,"BackendType":"host-gw"}', { publicIp: ip, backendType: 'host-gw' }],
     ['{"PublicIP":"203.0.113.3","PublicIPv6":null}', { publicIp: ip }],
-    ['{"PublicIP":"0.0.0.0","PublicIPv6":null}', { publicIp: parseIp('0.0.0.0') }],
+    // flannel's "no IPv4 address" sentinel: the model has no address at all.
+    ['{"PublicIP":"0.0.0.0","PublicIPv6":"2001:db8:113::3"}', { publicIpv6: parseIp('2001:db8:113::3') }],
   ];
   for (const [want, attrs] of cases) {
     assert.equal(encodeLeaseAttrs(attrs), want);
     assert.equal(encodeLeaseAttrs(decodeLeaseAttrs(want)), want);
   }
+  assert.equal(decodeLeaseAttrs('{"PublicIP":"0.0.0.0","PublicIPv6":"2001:db8:113::3"}').publicIp, undefined, 'the sentinel stays in the codec');
 });
 
 test('every lease value and key example in the spec round-trips byte for byte', (t) => {
@@ -56,10 +58,10 @@ test('every lease value and key example in the spec round-trips byte for byte', 
 
 test('decoding follows Go: any case, last duplicate wins, unknown members ignored, raw data kept', () => {
   const attrs = decodeLeaseAttrs('{ "publicip" : "203.0.113.1", "PUBLICIP":"203.0.113.2", "Extra": [1,2], "backendtype":"vxlan", "BackendData": {"VNI": 1, "VtepMAC": "aa:bb:cc:dd:ee:ff", "x": 1.50} }');
-  assert.equal(formatIp(attrs.publicIp), '203.0.113.2');
+  assert.equal(formatIp(attrs.publicIp!), '203.0.113.2');
   assert.equal(attrs.backendType, 'vxlan');
   assert.equal(attrs.backendData, '{"VNI":1,"VtepMAC":"aa:bb:cc:dd:ee:ff","x":1.50}');
-  assert.equal(formatIp(decodeLeaseAttrs('{"PublicIP":"::ffff:203.0.113.9"}').publicIp), '203.0.113.9');
+  assert.equal(formatIp(decodeLeaseAttrs('{"PublicIP":"::ffff:203.0.113.9"}').publicIp!), '203.0.113.9');
   assert.equal(decodeLeaseAttrs('{"PublicIP":"203.0.113.9","BackendData":null}').backendData, 'null');
 });
 

@@ -1,5 +1,6 @@
 /**
  * Lease value JSON exactly as flanneld writes it (spec §2.3): compact, fields in Go struct order,
+ * `PublicIP` always present (`"0.0.0.0"` for none, flannel's sentinel, which stops here),
  * `PublicIPv6` always present (`null` when unset), `BackendType` and the backend data omitted
  * when empty, backend data embedded as JSON values and passed through byte for byte.
  */
@@ -9,7 +10,7 @@ import { rawMembers } from '../json/go-json.js';
 import type { LeaseAttrs } from './lease.js';
 
 export function encodeLeaseAttrs(attrs: LeaseAttrs): string {
-  let out = `{"PublicIP":${JSON.stringify(formatIp(attrs.publicIp))}`;
+  let out = `{"PublicIP":${JSON.stringify(attrs.publicIp ? formatIp(attrs.publicIp) : '0.0.0.0')}`;
   out += `,"PublicIPv6":${attrs.publicIpv6 ? JSON.stringify(formatIp(attrs.publicIpv6)) : 'null'}`;
   if (attrs.backendType) out += `,"BackendType":${JSON.stringify(attrs.backendType)}`;
   if (attrs.backendData) out += `,"BackendData":${attrs.backendData}`;
@@ -28,7 +29,7 @@ export function decodeLeaseAttrs(text: string): LeaseAttrs {
   } catch (err) {
     throw decodeError(`value is not a JSON object (${(err as Error).message})`, err);
   }
-  let publicIp: IpAddr = { family: 4, value: 0n };
+  let publicIp: IpAddr | undefined;
   let publicIpv6: IpAddr | undefined;
   let backendType: string | undefined;
   let backendData: string | undefined;
@@ -39,7 +40,7 @@ export function decodeLeaseAttrs(text: string): LeaseAttrs {
         const text = jsonString(raw);
         const ip = text === undefined ? undefined : parseIpv4Lenient(text);
         if (!ip) throw decodeError(`PublicIP ${raw} is not an IPv4 address`);
-        publicIp = ip;
+        publicIp = ip.value === 0n ? undefined : ip;
         break;
       }
       case 'publicipv6': {
@@ -72,7 +73,7 @@ export function decodeLeaseAttrs(text: string): LeaseAttrs {
     }
   }
   return {
-    publicIp,
+    ...(publicIp ? { publicIp } : {}),
     ...(publicIpv6 ? { publicIpv6 } : {}),
     ...(backendType !== undefined ? { backendType } : {}),
     ...(backendData !== undefined ? { backendData } : {}),

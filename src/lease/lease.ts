@@ -3,12 +3,15 @@
  * it publishes for its peers. The subnet lives only in the registry key, never in the value.
  */
 import { type Cidr, cidrEquals, formatCidr } from '../ip/cidr.js';
-import { type Family, type IpAddr, ipEquals } from '../ip/ip.js';
+import { type Family, type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
 
 /** What a node publishes about itself (flannel's LeaseAttrs, spec §2.3). */
 export interface LeaseAttrs {
-  /** IPv4 address peers send to; `0.0.0.0` when the node has none. */
-  readonly publicIp: IpAddr;
+  /**
+   * IPv4 address peers send to; absent when the node has none (an IPv6-only node). flannel's
+   * wire forms write `0.0.0.0` for that: the codecs translate, nothing else sees the sentinel.
+   */
+  readonly publicIp?: IpAddr;
   readonly publicIpv6?: IpAddr;
   /** Absent for udp and alloc, which never set it. */
   readonly backendType?: string;
@@ -46,7 +49,7 @@ export function formatSubnetPair(pair: SubnetPair): string {
 export function leaseAttrsEqual(a: LeaseAttrs, b: LeaseAttrs): boolean {
   const sameIp = (x: IpAddr | undefined, y: IpAddr | undefined): boolean => (x && y ? ipEquals(x, y) : x === y);
   return (
-    ipEquals(a.publicIp, b.publicIp) &&
+    sameIp(a.publicIp, b.publicIp) &&
     sameIp(a.publicIpv6, b.publicIpv6) &&
     a.backendType === b.backendType &&
     a.backendData === b.backendData &&
@@ -62,10 +65,14 @@ export function subnetOf(pair: SubnetPair, family: Family): Cidr | undefined {
   return family === 4 ? pair.ipv4 : pair.ipv6;
 }
 
-/** The public address of that family; IPv4's `0.0.0.0` (flannel's "none") is none. */
+/** The public address of that family, if the lease has one. */
 export function publicIpOf(attrs: LeaseAttrs, family: Family): IpAddr | undefined {
-  if (family === 6) return attrs.publicIpv6;
-  return attrs.publicIp.value === 0n ? undefined : attrs.publicIp;
+  return family === 4 ? attrs.publicIp : attrs.publicIpv6;
+}
+
+/** The lease's public addresses for people: `203.0.113.2`, `2001:db8:113::2` or both. */
+export function formatPublicIps(attrs: LeaseAttrs): string {
+  return [attrs.publicIp, attrs.publicIpv6].filter((ip): ip is IpAddr => ip !== undefined).map(formatIp).join(',') || 'none';
 }
 
 export function backendDataOf(attrs: LeaseAttrs, family: Family): string | undefined {

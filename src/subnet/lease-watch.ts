@@ -21,8 +21,6 @@ export interface LeaseWatchOptions {
   readonly log: Logger;
   /** Watch this one subnet's key instead of all leases. */
   readonly subnet?: SubnetPair;
-  /** Leases failing this are treated as absent (the caller logs why). */
-  readonly accept?: (lease: StoredLease) => boolean;
   readonly backoff?: BackoffOptions;
   readonly clock?: Clock;
   readonly signal: AbortSignal;
@@ -36,14 +34,13 @@ export type LeaseWatchEvent = TrackedEvent<StoredLease>;
  */
 export async function* watchLeaseSet(options: LeaseWatchOptions): AsyncGenerator<LeaseWatchEvent[]> {
   const { registry, log, signal } = options;
-  const accept = options.accept ?? (() => true);
   const tracker = new LeaseTracker<StoredLease>();
   const backoff = new Backoff(options.backoff);
   let first = true;
   while (!signal.aborted) {
     try {
       const snap = await registry.getLeases({ ...(options.subnet ? { subnet: options.subnet } : {}), signal });
-      const events = tracker.reset(snap.leases.filter(accept));
+      const events = tracker.reset(snap.leases);
       if (first || events.length > 0) yield events;
       first = false;
       let revision = snap.revision;
@@ -56,7 +53,7 @@ export async function* watchLeaseSet(options: LeaseWatchOptions): AsyncGenerator
         backoff.reset();
         const out: LeaseWatchEvent[] = [];
         for (const ev of batch.events) {
-          const e = ev.type === 'delete' ? tracker.remove(ev.subnet) : accept(ev.lease) ? tracker.put(ev.lease) : tracker.remove(ev.lease.subnet);
+          const e = ev.type === 'delete' ? tracker.remove(ev.subnet) : tracker.put(ev.lease);
           if (e) out.push(e);
         }
         if (out.length > 0) yield out;

@@ -13,11 +13,10 @@ import { AsyncQueue } from '../core/async-queue.js';
 import { ErrorCodes, WeftError, errorMessage, isRetriable, isWeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../config/network-config.js';
-import { containsCidr, overlaps } from '../ip/cidr.js';
-import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
-import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatSubnetPair, leaseAttrsEqual, publicIpOf, subnetPairEquals } from '../lease/lease.js';
+import { overlaps } from '../ip/cidr.js';
+import { type IpAddr, ipEquals } from '../ip/ip.js';
+import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatPublicIps, formatSubnetPair, leaseAttrsEqual, publicIpOf, subnetPairEquals } from '../lease/lease.js';
 import { toLeaseEvents } from '../lease/lease-tracker.js';
-import { formatSubnetKey } from '../lease/subnet-key.js';
 import { allocateSubnet, isCompatible } from './allocator.js';
 import { type LeaseWatchEvent, watchLeaseSet } from './lease-watch.js';
 import type { Registry, StoredLease } from './registry.js';
@@ -54,7 +53,6 @@ export class LocalManager implements SubnetManager {
   readonly #marginMs: number;
   readonly #random: () => number;
   readonly #clock: Clock;
-  readonly #warnedPeers = new Set<string>();
   readonly #checkConfig: (config: NetworkConfig) => void;
   #config: NetworkConfig | undefined;
   #attrs: LeaseAttrs | undefined;
@@ -107,7 +105,7 @@ export class LocalManager implements SubnetManager {
     this.#attrs = attrs;
     this.#own = own;
     this.#reservation = own.ttlLease === '0';
-    this.#log.info({ subnet: formatSubnetPair(own.subnet), publicIp: formatIp(attrs.publicIp) }, 'lease acquired');
+    this.#log.info({ subnet: formatSubnetPair(own.subnet), publicIp: formatPublicIps(attrs) }, 'lease acquired');
     publishLease(own);
     return ownLease(own);
   }
@@ -192,15 +190,10 @@ export class LocalManager implements SubnetManager {
   }
 
   async *watchLeases(signal: AbortSignal): AsyncGenerator<LeaseEvent[]> {
-    const config = this.#config ?? (await this.getNetworkConfig(signal));
     let first = true;
-    for await (const batch of watchLeaseSet({
-      registry: this.#registry,
-      log: this.#log,
-      accept: (lease) => this.#acceptPeer(config, lease),
-      clock: this.#clock,
-      signal,
-    })) {
+    // Peers are passed on as the registry decoded them: what they may hold is checked in one
+    // place for every registry, by the backend (backend/peer-checks.ts).
+    for await (const batch of watchLeaseSet({ registry: this.#registry, log: this.#log, clock: this.#clock, signal })) {
       const own = this.#own?.subnet;
       const peers = own ? batch.filter((e) => !subnetPairEquals(e.lease.subnet, own)) : batch;
       if (first || peers.length > 0) yield toLeaseEvents(peers);
@@ -226,7 +219,7 @@ export class LocalManager implements SubnetManager {
       if (seen.modRevision === this.#own!.modRevision) continue;
       if (!leaseAttrsEqual(seen.attrs, this.#attrs!)) {
         this.#log.warn(
-          { subnet: formatSubnetPair(seen.subnet), publicIp: formatIp(seen.attrs.publicIp) },
+          { subnet: formatSubnetPair(seen.subnet), publicIp: formatPublicIps(seen.attrs) },
           'own lease was overwritten by another writer; writing ours back',
         );
       }
@@ -364,31 +357,11 @@ export class LocalManager implements SubnetManager {
     }
   }
 
-  #acceptPeer(config: NetworkConfig, lease: StoredLease): boolean {
-    const { ipv4, ipv6 } = lease.subnet;
-    let problem: string | undefined;
-    if (ipv4 && (!config.network || !containsCidr(config.network, ipv4))) problem = 'its subnet is outside the network';
-    else if (ipv6 && config.enableIPv6 && (!config.ipv6Network || !containsCidr(config.ipv6Network, ipv6))) problem = 'its IPv6 subnet is outside the IPv6 network';
-    else if (ipv4 && config.ipv4 && ipv4.prefix !== config.ipv4.subnetLen) problem = `its subnet length /${ipv4.prefix} is not SubnetLen /${config.ipv4.subnetLen}`;
-    else if (ipv6 && config.ipv6 && ipv6.prefix !== config.ipv6.subnetLen) problem = `its IPv6 subnet length /${ipv6.prefix} is not IPv6SubnetLen /${config.ipv6.subnetLen}`;
-    else if (config.enableIPv4 && !ipv4) problem = 'it has no IPv4 subnet';
-    else if (!config.enableIPv4 && !ipv6) problem = 'it has no IPv6 subnet';
-    const key = formatSubnetKey(lease.subnet);
-    if (problem === undefined) {
-      this.#warnedPeers.delete(key);
-      return true;
-    }
-    if (!this.#warnedPeers.has(key)) {
-      this.#warnedPeers.add(key);
-      this.#log.warn({ subnet: formatSubnetPair(lease.subnet) }, `skipping lease: ${problem}`);
-    }
-    return false;
-  }
 }
 
 /** The lease belongs to this node: same public IP in the first enabled family. */
 function sameNode(config: NetworkConfig, a: LeaseAttrs, b: LeaseAttrs): boolean {
-  if (config.enableIPv4) return b.publicIp.value !== 0n && ipEquals(a.publicIp, b.publicIp);
+  if (config.enableIPv4) return a.publicIp !== undefined && b.publicIp !== undefined && ipEquals(a.publicIp, b.publicIp);
   return a.publicIpv6 !== undefined && b.publicIpv6 !== undefined && ipEquals(a.publicIpv6, b.publicIpv6);
 }
 

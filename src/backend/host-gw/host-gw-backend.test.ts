@@ -8,6 +8,7 @@ import { parseIp } from '../../ip/ip.js';
 import type { Lease } from '../../lease/lease.js';
 import { FakeNetlink } from '../../testing/fake-netlink.js';
 import { leaseFeed } from '../../testing/lease-feed.js';
+import { memoryKeys } from '../../testing/memory-keys.js';
 import { recordingLogger } from '../../testing/recording-logger.js';
 import { waitUntil } from '../../testing/wait.js';
 import type { ExternalInterface } from '../external-interface.js';
@@ -35,7 +36,7 @@ test('routes to each family\'s subnet via the peer\'s address of that family; a 
   const nl = kernel();
   const ctl = new AbortController();
   t.after(() => ctl.abort());
-  const net = await hostGwBackend.create(config, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(config, ext) }, ctl.signal);
+  const net = await hostGwBackend.create(config, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(config, ext), keys: memoryKeys() }, ctl.signal);
   assert.equal(net.mtu, 1500);
   await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, ctl.signal);
   const feed = leaseFeed(ctl.signal);
@@ -51,7 +52,7 @@ test('routes to each family\'s subnet via the peer\'s address of that family; a 
 test('a public address that is not the interface\'s (NAT) is refused at start, as flannel does', async () => {
   const natted = { ...ext, publicIpv6: parseIp('2001:db8:113::99') };
   await assert.rejects(
-    hostGwBackend.create(config, { netlink: kernel(), log: recordingLogger(), extIface: natted, planes: familyPlanes(config, natted) }, AbortSignal.timeout(1000)),
+    hostGwBackend.create(config, { netlink: kernel(), log: recordingLogger(), extIface: natted, planes: familyPlanes(config, natted), keys: memoryKeys() }, AbortSignal.timeout(1000)),
     (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /your PublicIP differs from interface IP/.test(err.message),
   );
 });

@@ -4,7 +4,7 @@
  * again; stopped before the fds are handed to the next agent, after the packets in hand are sent.
  */
 import type { IpAddr } from '../../ip/ip.js';
-import type { TunnelSpec } from '../desired-state.js';
+import type { TunnelSpec } from './tunnel-kind.js';
 import { type ForwarderCounters, type ForwarderHandle, type UdpTunAddon, counterNames, countersOf } from './udp-addon.js';
 
 export interface ForwarderPath {

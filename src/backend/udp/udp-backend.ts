@@ -3,7 +3,8 @@
  * route for the whole network, and a UDP socket on the interface address and `Port`; each IPv4
  * packet read from the TUN goes, as is but for its TTL, in one datagram to the public IP of the
  * peer whose subnet holds its destination. The packet path is native (udp-addon.ts); the peers,
- * the device, its route and their repair are the reconciler's, as for the other backends.
+ * the device, its route and their repair are the reconciler's, as for the other backends: its
+ * entry kinds are the route (the node's own, for the network) and the forwarding table.
  *
  * Beyond flannel: the device is persistent and a graceful restart (SIGHUP) hands the device and
  * the socket over to the next agent, so no packet is lost; the packet path moves batches and uses
@@ -13,19 +14,20 @@ import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
 import type { FdHandover } from '../../core/handover.js';
 import { containsCidr } from '../../ip/cidr.js';
 import { type IpAddr, formatIp, ipEquals } from '../../ip/ip.js';
-import { type Lease, type LeaseEvent, publicIpOf, subnetOf } from '../../lease/lease.js';
-import type { BackendDeps, BackendFactory, Network } from '../backend.js';
-import { type FamilyPlane, withLease } from '../family-plane.js';
-import { programFamilies } from '../lease-program.js';
-import type { PeerStatus } from '../peer-report.js';
-import { Reconciler } from '../reconciler.js';
+import { type Lease, publicIpOf, subnetOf } from '../../lease/lease.js';
+import type { BackendDeps, BackendFactory } from '../backend.js';
+import type { EntryKind, Program } from '../entry-kind.js';
+import type { FamilyPlane } from '../family-plane.js';
+import { routeKind } from '../kinds/route-kind.js';
+import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network.js';
 import { Forwarder } from './forwarder.js';
 import { TunDevice } from './tun-device.js';
+import { TunnelTable } from './tunnel-kind.js';
 import { type UdpTunAddon, udpTunAddon } from './udp-addon.js';
 import { type UdpConfig, parseUdpConfig } from './udp-config.js';
 
 /** IPv4 20 + UDP 8, as flannel. */
-const overhead = 28;
+export const udpOverhead = 28;
 const socketHandoverName = 'udp-socket';
 
 export const udpBackend: BackendFactory = {
@@ -37,39 +39,48 @@ export const udpBackend: BackendFactory = {
     const plane = deps.planes.find((p) => p.family === 4);
     if (!plane) throw new WeftError(ErrorCodes.CONFIG, 'the udp backend carries IPv4 only, and IPv4 is not enabled');
     if (deps.planes.length > 1) deps.log.warn({}, 'the udp backend carries IPv4 only, as flannel\'s: IPv6 pods are not reachable across nodes');
-    const addon = udpTunAddon();
-    const network = new UdpNetwork(udp, deps, plane, addon);
-    await network.prepare();
-    return network;
+    const planes = new PlaneSet([plane]);
+    const driver = new UdpDriver(udp, deps, planes, udpTunAddon());
+    await driver.prepare();
+    return new OverlayNetwork(driver, planes, { netlink: deps.netlink, log: deps.log, ...(deps.clock ? { clock: deps.clock } : {}) });
   },
 };
 
-class UdpNetwork implements Network {
+class UdpDriver implements BackendDriver {
+  readonly mtu: number;
+  readonly kinds: readonly EntryKind[];
   readonly #deps: BackendDeps;
   readonly #udp: UdpConfig;
   readonly #addon: UdpTunAddon;
   readonly #tun: TunDevice;
   readonly #forwarder: Forwarder;
-  readonly mtu: number;
-  #plane: FamilyPlane;
+  readonly #planes: PlaneSet;
   #socket: number | undefined;
-  #reconciler: Reconciler | undefined;
-  /** Set once the first peers are known: until then, packets wait in the kernel's queues. */
-  #peersKnown = false;
+  /** The subnet the running forwarder answers from; a new one restarts it. */
+  #forwardingFor: IpAddr | undefined;
 
-  constructor(udp: UdpConfig, deps: BackendDeps, plane: FamilyPlane, addon: UdpTunAddon) {
+  constructor(udp: UdpConfig, deps: BackendDeps, planes: PlaneSet, addon: UdpTunAddon) {
     this.#udp = udp;
     this.#deps = deps;
-    this.#plane = plane;
+    this.#planes = planes;
     this.#addon = addon;
-    this.mtu = deps.extIface.mtu - overhead;
-    this.#tun = new TunDevice({ addon, netlink: deps.netlink, log: deps.log, mtu: this.mtu, network: plane.network, ...handover(deps) });
+    this.mtu = deps.extIface.mtu - udpOverhead;
+    const network = this.#plane.network;
+    this.#tun = new TunDevice({ addon, netlink: deps.netlink, log: deps.log, mtu: this.mtu, network, ...handover(deps) });
     this.#forwarder = new Forwarder(addon);
+    this.kinds = [
+      routeKind({ netlink: deps.netlink, families: () => [4], owns: (r) => r.index === this.#tun.index && r.dst.ip.family === 4 && containsCidr(this.#plane.network, r.dst) }),
+      // Until its first flush, after the first full reconcile, packets wait in the kernel's queues:
+      // the forwarder starts with the table of every peer in place.
+      new TunnelTable((tunnels) => {
+        this.#forwarder.setTable(tunnels);
+        if (!this.#forwarder.running) this.#startForwarder();
+      }),
+    ];
   }
 
-  /** flannel's udp leases carry no BackendType and no data (spec §2). */
-  get attrs(): Lease['attrs'] {
-    return { publicIp: this.#plane.publicIp };
+  get #plane(): FamilyPlane {
+    return this.#planes.of(4)!;
   }
 
   async prepare(): Promise<void> {
@@ -77,71 +88,49 @@ class UdpNetwork implements Network {
     this.#socket = this.#openSocket();
   }
 
-  async setLease(lease: Lease): Promise<void> {
-    const [plane] = withLease([this.#plane], lease);
-    const moved = !this.#plane.subnet || !ipEquals(this.#plane.subnet.ip, plane!.subnet!.ip);
-    this.#plane = plane!;
-    await this.#tun.configure(this.#plane.subnet);
-    if (moved && this.#forwarder.running) this.#startForwarder();
+  /** flannel's udp backend takes every lease, whatever its BackendType (spec §7.4). */
+  programFamily(lease: Lease, plane: FamilyPlane): Program {
+    return { tunnel: [{ dst: subnetOf(lease.subnet, 4)!, endpoint: publicIpOf(lease.attrs, plane.family)! }] };
   }
 
-  peers(): readonly PeerStatus[] {
-    return this.#reconciler?.status() ?? [];
+  own(): Program {
+    return { route: this.#tun.index === undefined ? [] : [{ dst: this.#plane.network, index: this.#tun.index }] };
+  }
+
+  async configure(): Promise<void> {
+    await this.#tun.configure(this.#plane.subnet);
+    const subnet = this.#plane.subnet?.ip;
+    if (this.#forwarder.running && subnet && !(this.#forwardingFor && ipEquals(this.#forwardingFor, subnet))) this.#startForwarder();
+  }
+
+  async repairDevices(): Promise<boolean> {
+    if (!(await this.#tun.repair(this.#plane.subnet))) return false;
+    if (this.#forwarder.running) this.#startForwarder();
+    return true;
+  }
+
+  links(): readonly number[] {
+    return [...(this.#tun.index === undefined ? [] : [this.#tun.index]), this.#deps.extIface.index];
   }
 
   packetCounters(): Readonly<Record<string, number>> {
     return this.#forwarder.counters();
   }
 
-  async run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
-    const ext = this.#deps.extIface;
-    const reconciler = new Reconciler({
-      netlink: this.#deps.netlink,
-      log: this.#deps.log,
-      scope: {
-        families: [4],
-        // flannel's udp backend takes every lease, whatever its BackendType (spec §7.4).
-        program: (lease) =>
-          programFamilies(lease, [this.#plane], (l, plane) => ({
-            neighbours: [],
-            fdb: [],
-            routes: [],
-            tunnels: [{ dst: subnetOf(l.subnet, 4)!, endpoint: publicIpOf(l.attrs, plane.family)! }],
-          })),
-        own: () => ({ neighbours: [], fdb: [], routes: this.#tun.index === undefined ? [] : [{ dst: this.#plane.network, index: this.#tun.index }] }),
-        ownsRoute: (r) => r.index === this.#tun.index && r.dst.ip.family === 4 && containsCidr(this.#plane.network, r.dst),
-        devices: () => [],
-        links: () => [...(this.#tun.index === undefined ? [] : [this.#tun.index]), ext.index],
-        repairDevice: async () => {
-          if (!(await this.#tun.repair(this.#plane.subnet))) return false;
-          if (this.#forwarder.running) this.#startForwarder();
-          return true;
-        },
-        tunnelsChanged: (tunnels) => {
-          this.#forwarder.setTable(tunnels);
-          if (!this.#peersKnown) {
-            this.#peersKnown = true;
-            this.#startForwarder();
-          }
-        },
-      },
-    });
-    this.#reconciler = reconciler;
-    try {
-      await reconciler.run(events, signal);
-    } finally {
-      // Nothing read is dropped: the threads send what they hold, then the kernel queues.
-      this.#forwarder.stop();
-      this.#tun.handOver();
-      if (this.#socket !== undefined && this.#deps.handover) {
-        this.#addon.keepOnExec(this.#socket, true);
-        this.#deps.handover.pass(socketHandoverName, this.#socket);
-      }
+  /** Nothing read is dropped: the threads send what they hold, then the kernel queues. */
+  stop(): void {
+    this.#forwarder.stop();
+    this.#tun.handOver();
+    if (this.#socket !== undefined && this.#deps.handover) {
+      this.#addon.keepOnExec(this.#socket, true);
+      this.#deps.handover.pass(socketHandoverName, this.#socket);
     }
   }
 
   #startForwarder(): void {
-    this.#forwarder.start({ tunFd: this.#tun.fd, udpFd: this.#socket!, mtu: this.mtu, tunAddr: this.#plane.subnet?.ip ?? this.#plane.publicIp, port: this.#udp.port });
+    const plane = this.#plane;
+    this.#forwardingFor = plane.subnet?.ip;
+    this.#forwarder.start({ tunFd: this.#tun.fd, udpFd: this.#socket!, mtu: this.mtu, tunAddr: plane.subnet?.ip ?? plane.publicIp, port: this.#udp.port });
   }
 
   /** The previous agent's socket when it is bound where this one must be; else a new one. */

@@ -7,11 +7,12 @@ import { parseIp } from '../../ip/ip.js';
 import type { Lease, LeaseAttrs } from '../../lease/lease.js';
 import { FakeNetlink } from '../../testing/fake-netlink.js';
 import { leaseFeed } from '../../testing/lease-feed.js';
+import { memoryKeys } from '../../testing/memory-keys.js';
 import { recordingLogger } from '../../testing/recording-logger.js';
 import { waitUntil } from '../../testing/wait.js';
 import type { ExternalInterface } from '../external-interface.js';
 import { familyPlanes } from '../family-plane.js';
-import { vxlanBackend } from './vxlan-backend.js';
+import { vtepMac, vxlanBackend } from './vxlan-backend.js';
 
 const config = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}');
 const ext: ExternalInterface = {
@@ -36,7 +37,7 @@ async function network(t: TestContext, previous?: LeaseAttrs) {
   const log = recordingLogger();
   const ctl = new AbortController();
   t.after(() => ctl.abort());
-  const net = await vxlanBackend.create(config, { netlink: nl, log, extIface: ext, planes: familyPlanes(config, ext), ...(previous ? { previous } : {}) }, ctl.signal);
+  const net = await vxlanBackend.create(config, { netlink: nl, log, extIface: ext, planes: familyPlanes(config, ext), keys: memoryKeys(), ...(previous ? { previous } : {}) }, ctl.signal);
   return { nl, log, net, ctl };
 }
 
@@ -64,7 +65,7 @@ test('DirectRouting works per family: a peer on the IPv6 underlay\'s subnet gets
   nl.addrs.push({ index: 2, ip: parseIp('2001:db8:113::1'), prefix: 64, scope: 0, permanent: true, deprecated: false, temporary: false });
   const ctl = new AbortController();
   t.after(() => ctl.abort());
-  const net = await vxlanBackend.create(direct, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(direct, ext) }, ctl.signal);
+  const net = await vxlanBackend.create(direct, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(direct, ext), keys: memoryKeys() }, ctl.signal);
   await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, ctl.signal);
   const feed = leaseFeed(ctl.signal);
   const running = net.run(feed.events, ctl.signal).catch(() => undefined);
@@ -102,4 +103,54 @@ test('a dual-stack peer is programmed on both devices; a bad IPv6 side (multicas
   assert.equal(nl.fdbTable.get(`${v6} 0e:00:00:00:06:02`)?.dst?.value, parseIp('2001:db8:113::2').value);
   assert.equal(nl.neighTable.get(`${v6} 2001:db8:1800:2::`)?.mac, '0e:00:00:00:06:02');
   assert.ok(![...nl.fdbTable.keys()].some((k) => k.includes('01:00:5e')), 'no FDB entry for a multicast MAC');
+});
+
+test('a peer whose lease changes (new VtepMAC, new public IP) leaves none of its old entries behind', async (t) => {
+  const { nl, net, ctl } = await network(t);
+  await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, ctl.signal);
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  feed.push([{ type: 'added', lease: peer(2) }]);
+  await waitUntil('peer 2 programmed', () => nl.fdbTable.size === 2);
+  const v4 = (await nl.linkByName('flannel.1'))!.index;
+  feed.push([{ type: 'added', lease: peer(2, { publicIp: parseIp('203.0.113.22'), backendData: data('0e:00:00:00:04:22') }) }]);
+  await waitUntil('the new VtepMAC is in', () => nl.fdbTable.has(`${v4} 0e:00:00:00:04:22`));
+  assert.equal(nl.fdbTable.has(`${v4} 0e:00:00:00:04:02`), false, 'the old FDB entry is gone');
+  assert.equal(nl.fdbTable.get(`${v4} 0e:00:00:00:04:22`)?.dst?.value, parseIp('203.0.113.22').value);
+  assert.equal(nl.neighTable.get(`${v4} 198.18.2.0`)?.mac, '0e:00:00:00:04:22');
+  assert.equal(nl.fdbTable.size, 2, 'one FDB entry per family, as before');
+  feed.push([{ type: 'added', lease: peer(2, { publicIp: parseIp('203.0.113.23'), backendData: data('0e:00:00:00:04:22') }) }]);
+  await waitUntil('the FDB entry follows the new public IP', () => nl.fdbTable.get(`${v4} 0e:00:00:00:04:22`)?.dst?.value === parseIp('203.0.113.23').value);
+  assert.equal(nl.fdbTable.size, 2);
+});
+
+test('Backend.MTU sets the devices\' MTU and FLANNEL_MTU, the interface\'s MTU otherwise', async (t) => {
+  const withMtu = parseNetworkConfig('{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","MTU":9000}}');
+  const nl = new FakeNetlink();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const net = await vxlanBackend.create(withMtu, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(withMtu, ext), keys: memoryKeys() }, ctl.signal);
+  assert.equal(net.mtu, 8950);
+  assert.equal((await nl.linkByName('flannel.1'))?.mtu, 8950);
+});
+
+test('a VtepMAC is six octets of a unicast, non-zero MAC; anything else programs nothing', () => {
+  const cases: Array<[string | undefined, string | undefined]> = [
+    [data('0E-00-00-00-00-01'), '0e:00:00:00:00:01'],
+    [data('02:00:00:00:00:00'), '02:00:00:00:00:00'],
+    [data('00:00:00:00:00:00'), undefined],
+    [data('ff:ff:ff:ff:ff:ff'), undefined],
+    [data('01:00:5e:00:00:01'), undefined],
+    [data('33:33:00:00:00:01'), undefined],
+    [data('0e:00:00:00:01'), undefined],
+    [data('0e:00:00:00:00:01:02'), undefined],
+    [data('0e:00:00:00:00:0g'), undefined],
+    ['{"VNI":1}', undefined],
+    ['{"VtepMAC":12}', undefined],
+    ['[1]', undefined],
+    ['not json', undefined],
+    [undefined, undefined],
+  ];
+  for (const [backendData, mac] of cases) assert.equal(vtepMac(backendData), mac, backendData);
 });

@@ -6,7 +6,7 @@ import { ErrorCodes, WeftError } from '../../core/errors.js';
 import type { NetworkConfig } from '../../config/network-config.js';
 import { type Cidr, tryParseCidr } from '../../ip/cidr.js';
 import { formatIp, parseIpv4, tryParseIp } from '../../ip/ip.js';
-import type { Lease, LeaseAttrs, SubnetPair } from '../../lease/lease.js';
+import type { Lease, LeaseAttrs } from '../../lease/lease.js';
 
 /** `flannel.alpha.coreos.com` → `flannel.alpha.coreos.com/`; `example.com/foo` → `example.com/foo-`. */
 export function normalizePrefix(prefix: string): string {
@@ -133,10 +133,11 @@ export function ownAnnotations(names: AnnotationNames, attrs: LeaseAttrs, curren
     [names.subnetManager]: 'true',
     [names.backendType]: attrs.backendType ?? '',
   };
-  // flannel leaves the IPv4 pair out only for IPv6-only vxlan (no IPv4 backend data).
+  // flannel leaves the IPv4 pair out only for IPv6-only vxlan (no IPv4 backend data); elsewhere a
+  // node without an IPv4 address publishes flannel's `0.0.0.0`.
   if (!(attrs.backendType === 'vxlan' && !attrs.backendData)) {
     want[names.backendData] = attrs.backendData ?? 'null';
-    want[names.publicIp] = current[names.publicIpOverwrite] || formatIp(attrs.publicIp);
+    want[names.publicIp] = current[names.publicIpOverwrite] || (attrs.publicIp ? formatIp(attrs.publicIp) : '0.0.0.0');
   }
   if (attrs.publicIpv6) {
     want[names.backendV6Data] = attrs.backendV6Data ?? 'null';
@@ -148,8 +149,11 @@ export function ownAnnotations(names: AnnotationNames, attrs: LeaseAttrs, curren
 }
 
 /**
- * Another node as a lease: undefined when it is not managed by a kube subnet manager (quietly
- * ignored, as flannel does), or `{problem}` when its annotations are unusable (a warning).
+ * Another node as a lease, decoded as far as its annotations allow: an address that does not
+ * parse (or flannel's `0.0.0.0`) is absent, backend data is passed on as written, and the peer
+ * check (backend/peer-checks.ts) judges what is missing or wrong, family by family, as it does
+ * for etcd leases. Undefined when the node is not managed by a kube subnet manager (quietly
+ * ignored, as flannel does); `{problem}` only when its pod CIDRs cannot be read at all.
  */
 export function nodeLease(node: NodeRecord, names: AnnotationNames, config: NetworkConfig): Lease | { problem: string } | undefined {
   const a = node.annotations;
@@ -157,40 +161,24 @@ export function nodeLease(node: NodeRecord, names: AnnotationNames, config: Netw
   const cidrs = podCidrs(node);
   if ('problem' in cidrs) return cidrs;
   const subnet: { ipv4?: Cidr; ipv6?: Cidr } = {};
-  let publicIp = parseIpv4('0.0.0.0')!;
-  const attrs: { -readonly [K in keyof LeaseAttrs]: LeaseAttrs[K] } = { publicIp };
+  const attrs: { -readonly [K in keyof LeaseAttrs]: LeaseAttrs[K] } = {};
+  const present = (v: string | undefined): v is string => v !== undefined && v !== '' && v !== 'null';
   if (config.enableIPv4) {
     const ip = parseIpv4(a[names.publicIp] ?? '');
-    if (!ip) return { problem: `annotation ${names.publicIp} is not an IPv4 address: ${JSON.stringify(a[names.publicIp] ?? '')}` };
-    if (!cidrs.ipv4) return { problem: 'missing IPv4 address on spec.podCIDRs' };
-    publicIp = ip;
-    attrs.publicIp = ip;
-    subnet.ipv4 = cidrs.ipv4;
+    if (ip && ip.value !== 0n) attrs.publicIp = ip;
+    if (cidrs.ipv4) subnet.ipv4 = cidrs.ipv4;
     const data = a[names.backendData];
-    if (data !== undefined && data !== '' && data !== 'null') {
-      if (!isJson(data)) return { problem: `annotation ${names.backendData} is not JSON: ${JSON.stringify(data)}` };
-      attrs.backendData = data;
-    }
+    if (present(data)) attrs.backendData = data;
   }
   if (config.enableIPv6) {
     const ip6 = tryParseIp(a[names.publicIpv6] ?? '');
-    if (!ip6 || ip6.family !== 6) return { problem: `annotation ${names.publicIpv6} is not an IPv6 address` };
-    if (!cidrs.ipv6) return { problem: 'missing IPv6 address on spec.podCIDRs' };
-    attrs.publicIpv6 = ip6;
-    subnet.ipv6 = cidrs.ipv6;
+    if (ip6?.family === 6) attrs.publicIpv6 = ip6;
+    if (cidrs.ipv6) subnet.ipv6 = cidrs.ipv6;
     const data = a[names.backendV6Data];
-    if (data !== undefined && data !== '' && data !== 'null' && isJson(data)) attrs.backendV6Data = data;
+    if (present(data)) attrs.backendV6Data = data;
   }
+  if (!subnet.ipv4 && !subnet.ipv6) return { problem: 'it has no podCIDR of an enabled family' };
   const type = a[names.backendType];
   if (type) attrs.backendType = type;
-  return { subnet: subnet as SubnetPair, attrs };
-}
-
-function isJson(text: string): boolean {
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
+  return { subnet, attrs };
 }

@@ -211,13 +211,11 @@ export class KubeManager implements SubnetManager {
     return lease && !('problem' in lease) ? { subnet, attrs: lease.attrs } : { subnet, attrs };
   }
 
+  /** A Node as a lease when its annotations decode; what it holds is judged by the backend's peer check. */
   #peerLease(node: NodeRecord, config: NetworkConfig): Lease | undefined {
     const name = node.name;
     const result = nodeLease(node, this.#names, config);
-    let problem = result && 'problem' in result ? result.problem : undefined;
-    if (!problem && result && !('problem' in result) && result.subnet.ipv4 && config.network && !containsCidr(config.network, result.subnet.ipv4)) {
-      problem = 'its podCIDR is outside the network';
-    }
+    const problem = result && 'problem' in result ? result.problem : undefined;
     if (problem) {
       if (this.#warned.get(name) !== problem) this.#log.warn({ node: name }, `skipping node "${name}": ${problem}`);
       this.#warned.set(name, problem);

@@ -1,0 +1,64 @@
+/**
+ * Key material a backend keeps across restarts, as flannel keeps its WireGuard private key: one
+ * file (`/run/flannel/wgkey`, or `WIREGUARD_KEY_FILE`), standard base64 of the 32-byte key, no
+ * newline, mode 0400; made if absent, reused as it is otherwise, so peers' entries for this node
+ * stay valid across restarts. The private key goes only to the backend that hands it to the
+ * kernel; nothing logs it.
+ */
+import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
+
+export interface KeyPair {
+  /** Standard base64 of the raw 32-byte keys. */
+  readonly privateKey: string;
+  readonly publicKey: string;
+}
+
+export interface KeyStore {
+  /** The node's Curve25519 key pair: read from its file, or made and written there first. */
+  curve25519(): Promise<KeyPair>;
+}
+
+/** PKCS#8 DER of an X25519 private key is this prefix and the 32 raw bytes. */
+const pkcs8Prefix = Buffer.from('302e020100300506032b656e04220420', 'hex');
+
+export class FileKeyStore implements KeyStore {
+  readonly #path: string;
+
+  constructor(path: string) {
+    this.#path = path;
+  }
+
+  async curve25519(): Promise<KeyPair> {
+    let text: string | undefined;
+    try {
+      text = await readFile(this.#path, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new WeftError(ErrorCodes.CONFIG, `cannot read the key file ${this.#path}: ${errorMessage(err)}`, { cause: err });
+    }
+    if (text !== undefined) return keyPair(text.trim(), this.#path);
+    const raw = generateKeyPairSync('x25519').privateKey.export({ format: 'der', type: 'pkcs8' }).subarray(pkcs8Prefix.length);
+    const privateKey = raw.toString('base64');
+    // Written whole or not at all: a half-written key would be a new identity on the next start.
+    const tmp = `${this.#path}.${process.pid}.tmp`;
+    try {
+      await mkdir(dirname(this.#path), { recursive: true });
+      await writeFile(tmp, privateKey, { mode: 0o400 });
+      await rename(tmp, this.#path);
+    } catch (err) {
+      throw new WeftError(ErrorCodes.CONFIG, `cannot write the key file ${this.#path}: ${errorMessage(err)}`, { cause: err });
+    }
+    return keyPair(privateKey, this.#path);
+  }
+}
+
+/** The pair of a base64 private key; WEFT_ERR_CONFIG naming the file when it is not one. */
+function keyPair(privateKey: string, path: string): KeyPair {
+  const raw = /^[A-Za-z0-9+/]{43}=$/.test(privateKey) ? Buffer.from(privateKey, 'base64') : undefined;
+  if (raw?.length !== 32) throw new WeftError(ErrorCodes.CONFIG, `the key file ${path} does not hold a base64 Curve25519 key (44 characters)`);
+  const key = createPrivateKey({ key: Buffer.concat([pkcs8Prefix, raw]), format: 'der', type: 'pkcs8' });
+  const spki = createPublicKey(key).export({ format: 'der', type: 'spki' });
+  return { privateKey, publicKey: spki.subarray(spki.length - 32).toString('base64') };
+}
