@@ -10,8 +10,8 @@ import tseslint from 'typescript-eslint';
 const nodeStyle = { group: ['fs', 'fs/*', 'path', 'os', 'http', 'https', 'net', 'crypto', 'child_process', 'events', 'stream', 'url', 'util', 'dns', 'tls'], message: 'write node:<module>' };
 const packages = {
   etcd3: { group: ['etcd3', 'etcd3/*'], message: 'etcd3 is measured in bench/ only; weft talks to etcd through subnet/etcd/etcd-gateway.ts' },
-  clientNode: { group: ['@kubernetes/client-node'], message: '@kubernetes/client-node is measured in bench/ only; weft talks to the API through subnet/kube/kube-client.ts' },
-  yaml: { group: ['js-yaml'], message: 'only subnet/kube/kube-access.ts parses YAML (kubeconfig files)' },
+  clientNode: { group: ['@kubernetes/client-node'], message: '@kubernetes/client-node is measured in bench/ only; weft talks to the API through kube/kube-client.ts' },
+  yaml: { group: ['js-yaml'], message: 'only kube/kube-access.ts parses YAML (kubeconfig files)' },
   // A regex: as a gitignore-style group, `netlink` would also match weft's own netlink/ folder.
   netlink: { regex: '^netlink(/|$)', message: 'only netlink/rtnetlink.ts talks to the kernel through the netlink package' },
   childProcess: { group: ['node:child_process'], message: 'only traffic/*, cni/delegate.ts and cli/sd-notify.ts run commands' },
@@ -22,17 +22,18 @@ const without = (...skip) => allPackages.filter((p) => !skip.includes(p));
 const layers = {
   pure: [
     { group: ['node:fs*', 'node:net', 'node:http*', 'node:child_process', 'node:dgram'], message: 'pure modules touch no I/O' },
-    { group: ['**/subnet/**', '**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'pure modules import only core, ip, json, config, lease' },
+    { group: ['**/subnet/**', '**/kube/**', '**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'pure modules import only core, ip, json, config, lease' },
   ],
-  subnet: [{ group: ['**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'subnet depends only on lease, config, ip, json, core' }],
+  subnet: [{ group: ['**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'subnet depends only on kube (the shared API client), lease, config, ip, json, core' }],
+  kube: [{ group: ['**/subnet/**', '**/lease/**', '**/config/**', '**/ip/**', '**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'kube/ is the API client and informer, for anything that reads the API: json and core only' }],
   backend: [
-    { group: ['**/cli/**', '**/testing/**', '**/subnet/etcd/**', '**/subnet/kube/**', '**/netlink/rtnetlink*', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'a backend depends on the ports (subnet-manager, netlink/netlink) and on lease, config, ip, json, core' },
+    { group: ['**/cli/**', '**/testing/**', '**/subnet/etcd/**', '**/subnet/kube/**', '**/kube/**', '**/netlink/rtnetlink*', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'a backend depends on the ports (subnet-manager, netlink/netlink) and on lease, config, ip, json, core' },
   ],
-  adapter: [{ group: ['**/lease/**', '**/subnet/**', '**/backend/**', '**/config/**', '**/cli/**', '**/cni/**', '**/health/**', '**/testing/**'], message: 'OS adapters (netlink, traffic) know nothing of leases or backends: ip and core only' }],
+  adapter: [{ group: ['**/lease/**', '**/subnet/**', '**/kube/**', '**/backend/**', '**/config/**', '**/cli/**', '**/cni/**', '**/health/**', '**/testing/**'], message: 'OS adapters (netlink, traffic) know nothing of leases or backends: ip and core only' }],
   cni: [
-    { group: ['**/subnet/etcd/**', '**/subnet/kube/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cli/**', '**/health/**', '**/testing/**'], message: 'the CNI plugin loads only subnet-env, ip, json and core, to start fast' },
+    { group: ['**/subnet/etcd/**', '**/subnet/kube/**', '**/kube/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cli/**', '**/health/**', '**/testing/**'], message: 'the CNI plugin loads only subnet-env, ip, json and core, to start fast' },
   ],
-  health: [{ group: ['**/subnet/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/cli/**', '**/testing/**', '**/lease/**', '**/config/**'], message: 'the health server depends on core only' }],
+  health: [{ group: ['**/subnet/**', '**/kube/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/cli/**', '**/testing/**', '**/lease/**', '**/config/**'], message: 'the health server depends on core only' }],
   cli: [{ group: ['**/testing/**'], message: 'the agent never loads test code' }],
 };
 const otherBackends = (...others) => ({ group: others.map((b) => `**/${b}/**`), message: 'a backend never imports another backend' });
@@ -57,6 +58,7 @@ export default tseslint.config(
   zone(['src/**/*.ts'], [], without(packages.childProcess)),
   zone(['src/core/**/*.ts', 'src/ip/**/*.ts', 'src/json/**/*.ts', 'src/config/**/*.ts', 'src/lease/**/*.ts'], layers.pure),
   zone(['src/subnet/**/*.ts'], layers.subnet),
+  zone(['src/kube/**/*.ts'], layers.kube),
   zone(['src/backend/**/*.ts'], layers.backend),
   zone(['src/backend/vxlan/**/*.ts'], [...layers.backend, otherBackends('host-gw', 'udp')]),
   zone(['src/backend/host-gw/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'udp')]),
@@ -66,7 +68,7 @@ export default tseslint.config(
   zone(['src/health/**/*.ts'], layers.health),
   zone(['src/cli/**/*.ts'], layers.cli),
   // The owners of a package or of node:child_process.
-  zone(['src/subnet/kube/kube-access.ts'], layers.subnet, without(packages.yaml)),
+  zone(['src/kube/kube-access.ts'], layers.kube, without(packages.yaml)),
   zone(['src/netlink/rtnetlink.ts'], layers.adapter, without(packages.netlink)),
   zone(['src/traffic/**/*.ts'], layers.adapter, without(packages.childProcess)),
   zone(['src/cni/delegate.ts'], layers.cni, without(packages.childProcess)),

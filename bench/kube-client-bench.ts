@@ -62,7 +62,7 @@ try {
   say();
   say(
     `The in-test API server over TLS on 127.0.0.1 with ${nodes} Nodes of about 2.8 kB (the full list is ${(listBytes / 1e6).toFixed(1)} MB of JSON). ` +
-      `Each client in a fresh Node ${process.version} process lists and watches them with a cache, as an agent does: weft's NodeInformer (names, pod CIDRs, flannel annotations) over its own client; client-node's informer (whole V1Node objects). ` +
+      `Each client in a fresh Node ${process.version} process lists and watches them with a cache, as an agent does: weft's informer of Nodes (names, pod CIDRs, flannel annotations) over its own client; client-node's informer (whole V1Node objects). ` +
       `"none" is the same probe loading nothing. Resident memory 1 s after the cache is full, after a full GC; medians of ${runs}. ` +
       `Agent's flags: \`${agentFlags.join(' ')}\` (bin/weft's).`,
   );

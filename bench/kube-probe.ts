@@ -1,7 +1,7 @@
 /**
  * One Kubernetes client in a fresh process, for bench/kube-client-bench.ts:
  *   node kube-probe.js <none|weft|client-node> <server URL> <CA file> <token> <nodes>
- * Lists and watches Nodes with a cache, as an agent does (weft: its NodeInformer over its own
+ * Lists and watches Nodes with a cache, as an agent does (weft: its Informer of Nodes over its own
  * client; client-node: its informer, which caches whole V1Node objects), until all `nodes` are in;
  * then prints one JSON line: the time from process start to that point, and resident memory a
  * second later after a full GC.
@@ -14,9 +14,9 @@ const expected = Number(nodesText);
 const ctl = new AbortController();
 
 async function weft(): Promise<() => void> {
-  const [{ KubeClient }, { NodeInformer }, { NodeRecords }, { silentLogger }] = await Promise.all([
-    import('../src/subnet/kube/kube-client.js'),
-    import('../src/subnet/kube/node-informer.js'),
+  const [{ KubeClient }, { Informer }, { NodeRecords }, { silentLogger }] = await Promise.all([
+    import('../src/kube/kube-client.js'),
+    import('../src/kube/informer.js'),
     import('../src/subnet/kube/annotations.js'),
     import('../src/core/log.js'),
   ]);
@@ -25,7 +25,7 @@ async function weft(): Promise<() => void> {
     log: silentLogger,
     userAgent: 'weft-bench',
   });
-  const informer = new NodeInformer({ api: client, records: new NodeRecords('flannel.alpha.coreos.com/'), log: silentLogger });
+  const informer = new Informer({ api: client, path: '/api/v1/nodes', decoder: new NodeRecords('flannel.alpha.coreos.com/'), what: 'node', log: silentLogger });
   void informer.run(ctl.signal);
   await informer.whenSynced(ctl.signal);
   if (informer.size !== expected) throw new Error(`weft: ${informer.size} nodes, expected ${expected}`);

@@ -245,8 +245,8 @@ class Agent {
     if (flags['kube-subnet-mgr']) {
       const [{ KubeManager }, { KubeClient }, { loadKubeAccess }] = await Promise.all([
         import('../subnet/kube/kube-manager.js'),
-        import('../subnet/kube/kube-client.js'),
-        import('../subnet/kube/kube-access.js'),
+        import('../kube/kube-client.js'),
+        import('../kube/kube-access.js'),
       ]);
       const netConf = await readFile(flags['net-config-path'], 'utf8').catch((err: unknown) => {
         throw new WeftError(ErrorCodes.CONFIG, `cannot read --net-config-path ${flags['net-config-path']}: ${errorMessage(err)}`, { cause: err });

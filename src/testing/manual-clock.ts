@@ -55,6 +55,14 @@ export class ManualClock implements Clock {
     return this.#sleepers.size;
   }
 
+  /** Lets what is running reach its next sleep, then moves time to when the earliest sleep falls due. */
+  async wakeNext(): Promise<void> {
+    await settle();
+    const at = this.nextWake;
+    if (at === undefined) throw new RangeError('nothing is sleeping');
+    await this.advance(at - this.#now);
+  }
+
   /** When the earliest sleep falls due, if any. */
   get nextWake(): number | undefined {
     let at: number | undefined;
@@ -64,6 +72,7 @@ export class ManualClock implements Clock {
 
   /** Moves time forward by `ms`, waking each sleep that falls due, earliest first. */
   async advance(ms: number): Promise<void> {
+    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`a clock moves forward by a finite time, not ${ms}`);
     const target = this.#now + ms;
     await settle();
     for (;;) {

@@ -7,6 +7,7 @@ import type { NetworkConfig } from '../../config/network-config.js';
 import { type Cidr, tryParseCidr } from '../../ip/cidr.js';
 import { formatIp, parseIpv4, tryParseIp } from '../../ip/ip.js';
 import type { Lease, LeaseAttrs } from '../../lease/lease.js';
+import type { RecordDecoder } from '../../kube/informer.js';
 
 /** `flannel.alpha.coreos.com` → `flannel.alpha.coreos.com/`; `example.com/foo` → `example.com/foo-`. */
 export function normalizePrefix(prefix: string): string {
@@ -62,10 +63,10 @@ export interface NodeRecord {
 }
 
 /**
- * Turns Node objects (untrusted JSON) into records. Values that recur across Nodes ("true",
- * "vxlan", "null") are shared rather than kept once per Node.
+ * Turns Node objects (untrusted JSON) into records, for the Node informer. Values that recur
+ * across Nodes ("true", "vxlan", "null") are shared rather than kept once per Node.
  */
-export class NodeRecords {
+export class NodeRecords implements RecordDecoder<NodeRecord> {
   readonly #prefix: string;
   readonly #shared = new Map<string, string>();
 
@@ -90,6 +91,14 @@ export class NodeRecords {
     const single = spec?.['podCIDR'];
     const podCidrs = Array.isArray(list) && list.length > 0 ? list.filter((c): c is string => typeof c === 'string') : typeof single === 'string' && single !== '' ? [single] : [];
     return { name, podCidrs, annotations };
+  }
+
+  key(record: NodeRecord): string {
+    return record.name;
+  }
+
+  same(a: NodeRecord, b: NodeRecord): boolean {
+    return sameNodeRecord(a, b);
   }
 
   #share(value: string): string {

@@ -1,6 +1,6 @@
 /**
  * The Kubernetes subnet manager (flannel-compat §6): the API server is the registry and each
- * Node's spec.podCIDR(s) is its lease. Everything it knows comes from one NodeInformer (one list
+ * Node's spec.podCIDR(s) is its lease. Everything it knows comes from one Informer of Nodes (kube/informer.ts; one list
  * and one watch for the whole agent): this node's podCIDR and annotations, the peers, and the
  * health check's confirmation. Its only requests of its own are the strategic-merge patches of
  * this node's status (annotations, NetworkUnavailable), each retried with backoff until it lands,
@@ -8,8 +8,8 @@
  * untrusted input.
  */
 import { publish } from '../../core/events.js';
-import { delay } from '../../core/abort.js';
 import { Backoff, type BackoffOptions } from '../../core/backoff.js';
+import { type Clock, systemClock } from '../../core/clock.js';
 import { ErrorCodes, WeftError, isRetriable, retryAfterMs } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../../config/network-config.js';
@@ -18,11 +18,16 @@ import type { IpAddr } from '../../ip/ip.js';
 import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../../lease/lease.js';
 import type { LeaseCheck, SubnetManager } from '../subnet-manager.js';
 import { type AnnotationNames, type NodeRecord, NodeRecords, annotationNames, nodeLease, normalizePrefix, ownAnnotations, podCidrs } from './annotations.js';
-import type { KubeClient } from './kube-client.js';
-import { NodeInformer, type NodeInformerOptions } from './node-informer.js';
+import type { KubeClient } from '../../kube/kube-client.js';
+import { Informer, type InformerOptions } from '../../kube/informer.js';
+
+/** The Nodes collection, and a node's status subresource: the only write flannel's ClusterRole allows. */
+const nodesPath = '/api/v1/nodes';
+const nodeStatusPath = (name: string): string => `${nodesPath}/${encodeURIComponent(name)}/status`;
 
 export interface KubeManagerOptions {
-  readonly client: Pick<KubeClient, 'listNodes' | 'watchNodes' | 'lastAlive' | 'getPod' | 'patchNodeStatus'>;
+  /** The agent's one client (one connection), shared with whatever else reads the API. */
+  readonly client: Pick<KubeClient, 'list' | 'watch' | 'lastAlive' | 'get' | 'patch'>;
   /** NODE_NAME, or found from POD_NAME and POD_NAMESPACE. */
   readonly nodeName?: string;
   readonly podName?: string;
@@ -32,17 +37,19 @@ export interface KubeManagerOptions {
   readonly annotationPrefix: string;
   readonly log: Logger;
   /** Informer settings (tests shorten them). */
-  readonly informer?: Pick<NodeInformerOptions, 'pageSize' | 'backoff' | 'watchTimeoutSeconds'>;
+  readonly informer?: Pick<InformerOptions<NodeRecord>, 'pageSize' | 'backoff' | 'watchTimeoutSeconds'>;
   /** Backoff of the patch retries; default 1 s doubling to 30 s. */
   readonly retry?: BackoffOptions;
+  readonly clock?: Clock;
 }
 
 export class KubeManager implements SubnetManager {
   readonly #options: KubeManagerOptions;
   readonly #client: KubeManagerOptions['client'];
   readonly #names: AnnotationNames;
-  readonly #informer: NodeInformer;
+  readonly #informer: Informer<NodeRecord>;
   readonly #log: Logger;
+  readonly #clock: Clock;
   readonly #warned = new Map<string, string>();
   #nodeName: Promise<string> | undefined;
   #config: NetworkConfig | undefined;
@@ -55,7 +62,8 @@ export class KubeManager implements SubnetManager {
     const prefix = normalizePrefix(options.annotationPrefix);
     this.#names = annotationNames(prefix);
     this.#log = options.log;
-    this.#informer = new NodeInformer({ api: options.client, records: new NodeRecords(prefix), log: options.log, ...options.informer });
+    this.#clock = options.clock ?? systemClock;
+    this.#informer = new Informer({ api: options.client, path: nodesPath, decoder: new NodeRecords(prefix), what: 'node', log: options.log, clock: this.#clock, ...options.informer });
     if (options.nodeName) this.#nodeName = Promise.resolve(options.nodeName);
   }
 
@@ -76,7 +84,7 @@ export class KubeManager implements SubnetManager {
     const name = await this.#ownName(signal);
     let waiting = '';
     for await (const batch of this.#informer.changes(signal)) {
-      if (waiting && !batch.some((c) => c.node.name === name)) continue;
+      if (waiting && !batch.some((c) => c.record.name === name)) continue;
       const node = this.#informer.get(name);
       const subnet = node ? ownSubnets(config, node) : undefined;
       if (subnet && 'problem' in subnet) throw new WeftError(ErrorCodes.CONFIG, `node "${name}" ${subnet.problem}`);
@@ -108,7 +116,7 @@ export class KubeManager implements SubnetManager {
     const name = await this.#ownName(signal);
     const config = this.#config ?? (await this.getNetworkConfig());
     for await (const batch of this.#informer.changes(signal)) {
-      if (!this.#attrs || !this.#lease || !batch.some((c) => c.node.name === name)) continue;
+      if (!this.#attrs || !this.#lease || !batch.some((c) => c.record.name === name)) continue;
       const node = this.#informer.get(name);
       if (!node) {
         this.#log.warn({ node: name }, `node "${name}" was deleted; keeping its lease until it is back`);
@@ -147,7 +155,7 @@ export class KubeManager implements SubnetManager {
     let first = true;
     for await (const batch of this.#informer.changes(signal)) {
       const out: LeaseEvent[] = [];
-      for (const c of batch) set(c.node.name, c.type === 'put' ? c.node : undefined, out);
+      for (const c of batch) set(c.record.name, c.type === 'put' ? c.record : undefined, out);
       if (first || out.length > 0) yield out;
       first = false;
     }
@@ -194,7 +202,7 @@ export class KubeManager implements SubnetManager {
   /** NodeNetworkUnavailable=False, reason FlannelIsUp, once the network is up (spec §6.5); retried until it lands. */
   async networkUp(signal: AbortSignal): Promise<void> {
     const name = await this.#ownName(signal);
-    const now = new Date().toISOString();
+    const now = new Date(this.#clock.now()).toISOString();
     const patch = {
       status: { conditions: [{ type: 'NetworkUnavailable', status: 'False', reason: 'FlannelIsUp', message: 'Flannel is running on this node', lastTransitionTime: now, lastHeartbeatTime: now }] },
     };
@@ -237,7 +245,12 @@ export class KubeManager implements SubnetManager {
 
   /** A status patch, retried until it lands or `signal` aborts. */
   #patch(name: string, patch: Record<string, unknown>, what: string, signal: AbortSignal): Promise<unknown> {
-    return this.#retry(() => this.#client.patchNodeStatus(name, patch, signal), { node: name }, `patch ${what} of node "${name}"`, signal);
+    return this.#retry(
+      () => this.#client.patch(nodeStatusPath(name), patch, { contentType: 'application/strategic-merge-patch+json', signal }),
+      { node: name },
+      `patch ${what} of node "${name}"`,
+      signal,
+    );
   }
 
   /**
@@ -256,7 +269,7 @@ export class KubeManager implements SubnetManager {
         if (!isRetriable(err)) throw err;
         const waitMs = retryAfterMs(err) ?? backoff.next();
         this.#log.warn({ err, ...fields, retryMs: waitMs }, `could not ${what}; retrying`);
-        await delay(waitMs, signal);
+        await this.#clock.sleep(waitMs, signal);
       }
     }
   }
@@ -273,7 +286,7 @@ export class KubeManager implements SubnetManager {
     const pod = `${podNamespace}/${podName}`;
     return this.#retry(
       async () => {
-        const spec = (await this.#client.getPod(podNamespace, podName, signal))['spec'];
+        const spec = (await this.#client.get(`/api/v1/namespaces/${encodeURIComponent(podNamespace)}/pods/${encodeURIComponent(podName)}`, signal))['spec'];
         const nodeName = typeof spec === 'object' && spec !== null ? (spec as Record<string, unknown>)['nodeName'] : undefined;
         if (typeof nodeName !== 'string' || nodeName === '') throw new WeftError(ErrorCodes.CONFIG, `pod ${pod} has no spec.nodeName`);
         return nodeName;

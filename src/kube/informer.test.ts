@@ -1,21 +1,21 @@
-/** The Node informer against the in-test API server over TLS: every fault ends in a converged cache. */
+/** The informer over Nodes against the in-test API server over TLS: every fault ends in a converged cache. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { type KubeFixture, startKubeFixture } from '../../testing/kube-fixture.js';
-import { type RecordingLogger, recordingLogger } from '../../testing/recording-logger.js';
-import { waitUntil } from '../../testing/wait.js';
-import type { Fault } from '../../testing/kube-apiserver.js';
-import { type NodeChange, NodeInformer } from './node-informer.js';
-import { NodeRecords } from './annotations.js';
+import { type KubeFixture, startKubeFixture } from '../testing/kube-fixture.js';
+import { type RecordingLogger, recordingLogger } from '../testing/recording-logger.js';
+import { waitUntil } from '../testing/wait.js';
+import type { Fault } from '../testing/kube-apiserver.js';
+import { type Change, Informer } from './informer.js';
+import { type NodeRecord, NodeRecords } from '../subnet/kube/annotations.js';
 
 const P = 'flannel.alpha.coreos.com/';
 
 interface Running {
-  readonly informer: NodeInformer;
+  readonly informer: Informer<NodeRecord>;
   readonly log: RecordingLogger;
   /** What a subscriber has seen, applied: name → podCIDR. */
   readonly view: Map<string, string>;
-  readonly batches: NodeChange[][];
+  readonly batches: Change<NodeRecord>[][];
 }
 
 function start(t: { after(fn: () => void): void }, f: KubeFixture, options: { requestTimeoutMs?: number; watchTimeoutSeconds?: number; pageSize?: number } = {}): Running {
@@ -23,9 +23,11 @@ function start(t: { after(fn: () => void): void }, f: KubeFixture, options: { re
   const ctl = new AbortController();
   t.after(() => ctl.abort());
   const client = f.client({ log, ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}) });
-  const informer = new NodeInformer({
+  const informer = new Informer({
     api: client,
-    records: new NodeRecords(P),
+    path: '/api/v1/nodes',
+    decoder: new NodeRecords(P),
+    what: 'node',
     log,
     backoff: { initialMs: 20, maxMs: 100 },
     watchTimeoutSeconds: () => options.watchTimeoutSeconds ?? 300,
@@ -33,13 +35,13 @@ function start(t: { after(fn: () => void): void }, f: KubeFixture, options: { re
   });
   void informer.run(ctl.signal);
   const view = new Map<string, string>();
-  const batches: NodeChange[][] = [];
+  const batches: Change<NodeRecord>[][] = [];
   void (async () => {
     for await (const batch of informer.changes(ctl.signal)) {
       batches.push(batch);
       for (const c of batch) {
-        if (c.type === 'put') view.set(c.node.name, c.node.podCidrs[0] ?? '');
-        else view.delete(c.node.name);
+        if (c.type === 'put') view.set(c.record.name, c.record.podCidrs[0] ?? '');
+        else view.delete(c.record.name);
       }
     }
   })();
@@ -77,7 +79,7 @@ test('the first list comes in pages (resourceVersion=0, limit), the cache keeps 
   f.server.updateNode('node-1', (n) => (n.status = { heartbeat: 'later' }));
   f.server.updateNode('node-2', (n) => (n.spec = { podCIDR: '198.18.251.0/25' }));
   await waitUntil('node-2 moved', () => r.view.get('node-2') === '198.18.251.0/25');
-  assert.deepEqual(r.batches.slice(1).flat().map((c) => `${c.type} ${c.node.name}`), ['put node-2'], 'a status-only update is no change');
+  assert.deepEqual(r.batches.slice(1).flat().map((c) => `${c.type} ${c.record.name}`), ['put node-2'], 'a status-only update is no change');
 });
 
 /** The issue's reproduction: the first list's body cut after 20 kB of about 500 kB. */
@@ -139,15 +141,15 @@ test('a continue token that expires mid-list falls back to one unpaged list', as
   const client = f.client({ log });
   // Compact after the first page, as etcd's compaction would between two pages.
   const api = {
-    listNodes: async (...args: Parameters<typeof client.listNodes>) => {
-      const page = await client.listNodes(...args);
-      if (!args[0].continue) f.server.compact();
+    list: async (...args: Parameters<typeof client.list>) => {
+      const page = await client.list(...args);
+      if (!args[1].continue) f.server.compact();
       return page;
     },
-    watchNodes: client.watchNodes.bind(client),
+    watch: client.watch.bind(client),
     lastAlive: () => client.lastAlive(),
   };
-  const informer = new NodeInformer({ api, records: new NodeRecords(P), log, backoff: { initialMs: 20, maxMs: 100 } });
+  const informer = new Informer({ api, path: '/api/v1/nodes', decoder: new NodeRecords(P), what: 'node', log, backoff: { initialMs: 20, maxMs: 100 } });
   void informer.run(ctl.signal);
   await informer.whenSynced(ctl.signal);
   assert.equal(informer.size, 5);
@@ -177,7 +179,7 @@ test('410 after a compaction: the relist\'s difference is delivered as changes, 
   f.server.updateNode('node-2', (n) => (n.spec = { podCIDR: '198.18.222.0/25' }));
   f.server.compact();
   await converged(f, r, 'converged');
-  const after = r.batches.slice(before).flat().map((c) => `${c.type} ${c.node.name}`).sort();
+  const after = r.batches.slice(before).flat().map((c) => `${c.type} ${c.record.name}`).sort();
   assert.deepEqual(after, ['delete node-1', 'put node-2']);
 });
 
@@ -217,7 +219,7 @@ test('a server that fails every watch soon after opening it gets growing waits, 
   const log = recordingLogger();
   const ctl = new AbortController();
   t.after(() => ctl.abort());
-  const informer = new NodeInformer({ api: f.client({ log }), records: new NodeRecords(P), log, backoff: { initialMs: 20, maxMs: 100, random: () => 1 } });
+  const informer = new Informer({ api: f.client({ log }), path: '/api/v1/nodes', decoder: new NodeRecords(P), what: 'node', log, backoff: { initialMs: 20, maxMs: 100, random: () => 1 } });
   void informer.run(ctl.signal);
   await informer.whenSynced(ctl.signal);
   f.server.inject({ on: 'watch', kind: 'gone', times: 5 });

@@ -1,18 +1,19 @@
 /** The lean Kubernetes client against the in-test API server over TLS, faults included. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isWeftError } from '../../core/errors.js';
-import { agentUser, startKubeFixture } from '../../testing/kube-fixture.js';
-import { startTcpProxy } from '../../testing/tcp-proxy.js';
-import { waitUntil } from '../../testing/wait.js';
-import { KubeApiError, type KubeClient, type NodeWatchEvent } from './kube-client.js';
+import { isWeftError } from '../core/errors.js';
+import { agentUser, startKubeFixture } from '../testing/kube-fixture.js';
+import { startTcpProxy } from '../testing/tcp-proxy.js';
+import { waitUntil } from '../testing/wait.js';
+import { KubeApiError, type KubeClient, type WatchEvent } from './kube-client.js';
 
 const signal = (): AbortSignal => AbortSignal.timeout(20_000);
+const smp = () => ({ contentType: 'application/strategic-merge-patch+json' as const, signal: signal() });
 
 /** One list page: its items collected, as a test wants them. */
-async function list(client: KubeClient, query: Parameters<KubeClient['listNodes']>[0] = {}): Promise<{ items: unknown[]; resourceVersion: string; continue?: string }> {
+async function list(client: KubeClient, query: Parameters<KubeClient['list']>[1] = {}): Promise<{ items: unknown[]; resourceVersion: string; continue?: string }> {
   const items: unknown[] = [];
-  const page = await client.listNodes(query, { signal: signal(), onItem: (n) => items.push(n) });
+  const page = await client.list('/api/v1/nodes', query, { signal: signal(), onItem: (n) => items.push(n) });
   return { ...page, items };
 }
 
@@ -27,8 +28,8 @@ async function listAll(client: KubeClient, limit = 500): Promise<{ names: string
   return { names, rv };
 }
 
-async function collect(events: AsyncIterable<NodeWatchEvent>, until: (seen: NodeWatchEvent[]) => boolean): Promise<NodeWatchEvent[]> {
-  const seen: NodeWatchEvent[] = [];
+async function collect(events: AsyncIterable<WatchEvent>, until: (seen: WatchEvent[]) => boolean): Promise<WatchEvent[]> {
+  const seen: WatchEvent[] = [];
   for await (const e of events) {
     seen.push(e);
     if (until(seen)) break;
@@ -36,7 +37,7 @@ async function collect(events: AsyncIterable<NodeWatchEvent>, until: (seen: Node
   return seen;
 }
 
-const describe = (e: NodeWatchEvent): string => (e.type === 'BOOKMARK' ? 'BOOKMARK' : `${e.type} ${(e.object['metadata'] as { name: string }).name}`);
+const describe = (e: WatchEvent): string => (e.type === 'BOOKMARK' ? 'BOOKMARK' : `${e.type} ${(e.object['metadata'] as { name: string }).name}`);
 
 test('lists page through continue tokens, with client-go\'s query strings; watch, patch and list share one HTTP/2 connection', async (t) => {
   const f = await startKubeFixture(t, { pageCap: 2 });
@@ -47,9 +48,9 @@ test('lists page through continue tokens, with client-go\'s query strings; watch
   const requests = f.server.requests.map((r) => r.url);
   assert.equal(requests[0], '/api/v1/nodes?limit=500&resourceVersion=0');
   assert.match(requests[1]!, /^\/api\/v1\/nodes\?continue=[^&]+&limit=500$/);
-  const events = await client.watchNodes({ resourceVersion: rv, timeoutSeconds: 60 }, signal());
+  const events = await client.watch('/api/v1/nodes', { resourceVersion: rv, timeoutSeconds: 60 }, signal());
   assert.match(f.server.requests.at(-1)!.url, new RegExp(`^/api/v1/nodes\\?allowWatchBookmarks=true&resourceVersion=${rv}&timeoutSeconds=60&watch=true$`));
-  const patched = await client.patchNodeStatus('n1', { metadata: { annotations: { a: '1' } } }, signal());
+  const patched = await client.patch('/api/v1/nodes/n1/status', { metadata: { annotations: { a: '1' } } }, smp());
   assert.equal((patched['metadata'] as { annotations: Record<string, string> }).annotations['a'], '1');
   f.server.deleteNode('n2');
   f.server.bookmark();
@@ -69,7 +70,7 @@ test('non-ASCII annotations survive lists and watches, however the bytes are fra
   const client = f.client();
   const { items, resourceVersion } = await list(client, {});
   assert.equal((items[0] as { metadata: { annotations: Record<string, string> } }).metadata.annotations['note'], text);
-  const events = await client.watchNodes({ resourceVersion, timeoutSeconds: 60 }, signal());
+  const events = await client.watch('/api/v1/nodes', { resourceVersion, timeoutSeconds: 60 }, signal());
   f.server.updateNode('n1', (n) => (n.metadata.annotations!['note2'] = text));
   const [ev] = await collect(events, (s) => s.length === 1);
   assert.equal(ev?.type === 'MODIFIED' && (ev.object['metadata'] as { annotations: Record<string, string> }).annotations['note2'], text);
@@ -78,7 +79,7 @@ test('non-ASCII annotations survive lists and watches, however the bytes are fra
 test('a watch that the server ends after timeoutSeconds ends cleanly', async (t) => {
   const f = await startKubeFixture(t);
   const client = f.client();
-  const events = await client.watchNodes({ resourceVersion: String(f.server.store.resourceVersion), timeoutSeconds: 1 }, signal());
+  const events = await client.watch('/api/v1/nodes', { resourceVersion: String(f.server.store.resourceVersion), timeoutSeconds: 1 }, signal());
   assert.deepEqual(await collect(events, () => false), []);
 });
 
@@ -92,7 +93,7 @@ test('error statuses carry codes, HTTP status, reason and Retry-After', async (t
   await assert.rejects(list(client, {}), (err) => err instanceof KubeApiError && err.status === 500 && err.reason === 'InternalError');
   f.server.inject({ on: 'list', kind: 'gone' });
   await assert.rejects(list(client, {}), (err) => isWeftError(err, 'WEFT_ERR_COMPACTED'));
-  await assert.rejects(client.patchNodeStatus('nope', {}, signal()), (err) => err instanceof KubeApiError && err.status === 404);
+  await assert.rejects(client.patch('/api/v1/nodes/nope/status', {}, smp()), (err) => err instanceof KubeApiError && err.status === 404);
   await f.rotateToken('agent-token-2');
   f.server.setUsers([]);
   await assert.rejects(list(client, {}), (err) => err instanceof KubeApiError && err.status === 401);
@@ -115,12 +116,12 @@ test('watch faults: half an event then a clean end, the connection cut mid-event
   const rv = (): string => String(f.server.store.resourceVersion);
   for (const kind of ['cut-event', 'cut'] as const) {
     f.server.inject({ on: 'watch', kind });
-    const events = await client.watchNodes({ resourceVersion: rv(), timeoutSeconds: 60 }, signal());
+    const events = await client.watch('/api/v1/nodes', { resourceVersion: rv(), timeoutSeconds: 60 }, signal());
     f.server.updateNode('n1', (n) => (n.metadata.labels = { kind }));
     await assert.rejects(collect(events, () => false), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'), kind);
   }
   f.server.inject({ on: 'watch', kind: 'gone' });
-  const events = await client.watchNodes({ resourceVersion: rv(), timeoutSeconds: 60 }, signal());
+  const events = await client.watch('/api/v1/nodes', { resourceVersion: rv(), timeoutSeconds: 60 }, signal());
   await assert.rejects(collect(events, () => false), (err) => err instanceof KubeApiError && err.code === 'WEFT_ERR_COMPACTED' && err.status === 410);
 });
 
@@ -133,7 +134,7 @@ test('an answer that never comes, or stops halfway, ends at the deadline, for a 
   f.server.inject({ on: 'list', kind: 'stall', afterBytes: 1000 });
   await assert.rejects(list(client, {}), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
   f.server.inject({ on: 'watch', kind: 'hang' });
-  await assert.rejects(client.watchNodes({ resourceVersion: '100', timeoutSeconds: 60 }, signal()), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
+  await assert.rejects(client.watch('/api/v1/nodes', { resourceVersion: '100', timeoutSeconds: 60 }, signal()), (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
   assert.equal((await list(client, {})).items.length, 1, 'the connection still works');
 });
 
@@ -153,10 +154,10 @@ test('HTTP/1.1: plain http, and TLS to a server that does not offer HTTP/2', asy
     f.server.createNode('n1');
     const client = f.client();
     const { rv } = await listAll(client);
-    const events = await client.watchNodes({ resourceVersion: rv, timeoutSeconds: 60 }, signal());
+    const events = await client.watch('/api/v1/nodes', { resourceVersion: rv, timeoutSeconds: 60 }, signal());
     f.server.deleteNode('n1');
     assert.deepEqual((await collect(events, (s) => s.length === 1)).map(describe), ['DELETED n1']);
-    await client.patchNodeStatus('n1', {}, signal()).catch(() => undefined);
+    await client.patch('/api/v1/nodes/n1/status', {}, smp()).catch(() => undefined);
     assert.ok(f.server.requests.filter((r) => r.user !== '').every((r) => r.httpVersion === '1.1'), JSON.stringify(options));
   }
 });
@@ -165,7 +166,7 @@ test('a connection that silently stops carrying bytes is noticed by HTTP/2 PINGs
   const f = await startKubeFixture(t);
   await using proxy = await startTcpProxy({ host: '127.0.0.1', port: Number(new URL(f.url).port) });
   const client = f.client({ access: { ...f.access, server: new URL(`https://127.0.0.1:${proxy.port}`) }, pingIntervalMs: 200, pingTimeoutMs: 400 });
-  const events = await client.watchNodes({ resourceVersion: String(f.server.store.resourceVersion), timeoutSeconds: 300 }, signal());
+  const events = await client.watch('/api/v1/nodes', { resourceVersion: String(f.server.store.resourceVersion), timeoutSeconds: 300 }, signal());
   const alive = client.lastAlive();
   await waitUntil('PINGs answered while idle count as life', () => client.lastAlive() > alive);
   proxy.freeze();
@@ -194,4 +195,21 @@ test('TLS without any ALPN (an HTTP/1.1 server behind a plain TLS terminator) al
   const client = f.client({ access: { ...f.access, server: new URL(`https://127.0.0.1:${port}`) } });
   assert.equal((await list(client, {})).resourceVersion, '7');
   assert.deepEqual(versions, ['1.1']);
+});
+
+test('any collection by its path, with label and field selectors as client-go sends them; a path that is not the API\'s is refused before a request', async (t) => {
+  const f = await startKubeFixture(t);
+  f.server.createNode('n1');
+  const client = f.client();
+  await client.list('/api/v1/nodes', { labelSelector: 'kubernetes.io/os=linux', fieldSelector: 'metadata.name=n1', limit: 10 }, { signal: signal(), onItem: () => undefined });
+  assert.equal(f.server.requests.at(-1)!.url, '/api/v1/nodes?fieldSelector=metadata.name%3Dn1&labelSelector=kubernetes.io%2Fos%3Dlinux&limit=10');
+  const events = await client.watch('/api/v1/nodes', { resourceVersion: String(f.server.store.resourceVersion), timeoutSeconds: 1, fieldSelector: 'metadata.name=n1' }, signal());
+  assert.equal(f.server.requests.at(-1)!.url, `/api/v1/nodes?allowWatchBookmarks=true&fieldSelector=metadata.name%3Dn1&resourceVersion=${f.server.store.resourceVersion}&timeoutSeconds=1&watch=true`);
+  await events[Symbol.asyncIterator]().return?.();
+  const before = f.server.requests.length;
+  for (const bad of ['https://elsewhere/api/v1/nodes', '/api/v1/nodes?watch=true', '/api/v1/../../healthz', 'api/v1/nodes', '/metrics', '/api//v1/nodes']) {
+    await assert.rejects(client.get(bad, signal()), (err) => isWeftError(err, 'WEFT_ERR_INTERNAL'), bad);
+  }
+  assert.equal(f.server.requests.length, before, 'no request went out');
+  assert.equal((await client.get('/api/v1/nodes/n1', signal()))['kind'], 'Node');
 });

@@ -1,7 +1,9 @@
 /**
- * One informer for Nodes per agent, as client-go's reflector: list, then watch from the list's
- * resourceVersion; the own lease, the peers and the health check all read it, so the agent puts
- * one list+watch on the API server, as flanneld does, and nothing else.
+ * An informer, as client-go's reflector: list a collection, then watch it from the list's
+ * resourceVersion, keeping a cache of records that every reader shares. Generic over what it
+ * keeps: a RecordDecoder turns each object into a record (the subnet manager's Nodes keep
+ * flannel's annotations and pod CIDRs; a policy engine's Pods, Namespaces and NetworkPolicies
+ * their own decoders), so the agent puts one list+watch per collection on the API server.
  *
  * Design notes:
  * - Lists as client-go makes them: the first with `resourceVersion=0` (any version, so the API
@@ -16,51 +18,69 @@
  * - Failures wait for the server's Retry-After when it gave one, else a backoff of 0.8 s doubling
  *   to 30 s that starts over only after two minutes without a failure (client-go's), so a server
  *   that breaks every stream soon after opening it gets a list every 30 s, not every second.
- *   Each failure is logged once; the first success after them says so.
- * - The cache keeps NodeRecords (name, pod CIDRs, flannel annotations), not Node objects, and
- *   lists are decoded one Node at a time as they arrive, so a list is never held whole.
+ *   Each failure is logged once; the first success after them says so. A failure that no retry
+ *   can mend (not isRetriable: a request refused as invalid, a bug) ends `run` with it.
+ * - Lists are decoded one object at a time as they arrive, so a list is never held whole.
  * - contactAt(): the last list, event or bookmark; while a watch is open, also the connection's
  *   own liveness (an HTTP/2 PING answered), so an idle cluster stays healthy without requests.
  */
-import { errorCode, publish } from '../../core/events.js';
-import { AsyncQueue } from '../../core/async-queue.js';
-import { delay } from '../../core/abort.js';
-import { Backoff, type BackoffOptions } from '../../core/backoff.js';
-import { ErrorCodes, isWeftError } from '../../core/errors.js';
-import type { Logger } from '../../core/log.js';
-import { type NodeRecord, type NodeRecords, sameNodeRecord } from './annotations.js';
-import { KubeApiError, type NodeApi } from './kube-client.js';
+import { errorCode, publish } from '../core/events.js';
+import { AsyncQueue } from '../core/async-queue.js';
+import { Backoff, type BackoffOptions } from '../core/backoff.js';
+import { type Clock, systemClock } from '../core/clock.js';
+import { ErrorCodes, isRetriable, isWeftError, retryAfterMs } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import { KubeApiError, type ResourceApi, type Selectors } from './kube-client.js';
 
-export type NodeChange = { readonly type: 'put' | 'delete'; readonly node: NodeRecord };
+/** Turns the objects of one collection into the records an informer keeps. */
+export interface RecordDecoder<R> {
+  /** The record of an object, or undefined when it has none (skipped, with one warning per object). */
+  record(raw: unknown): R | undefined;
+  /** The record's identity in the collection (`<name>`, or `<namespace>/<name>`). */
+  key(record: R): string;
+  /** Whether two records of one key say the same: an update that changes nothing kept is no change. */
+  same(a: R, b: R): boolean;
+}
+
+export type Change<R> = { readonly type: 'put' | 'delete'; readonly record: R };
 
 /** Failure-free time after which the backoff starts over (client-go's reflector: 2 minutes). */
-const stableMs = 120_000;
+export const stableMs = 120_000;
 
-export interface NodeInformerOptions {
-  readonly api: NodeApi;
-  /** Turns Node objects into what the cache keeps (flannel's annotations only). */
-  readonly records: NodeRecords;
+export interface InformerOptions<R> {
+  readonly api: ResourceApi;
+  /** The collection: `/api/v1/nodes`, `/api/v1/pods`, ... */
+  readonly path: string;
+  readonly selectors?: Selectors;
+  readonly decoder: RecordDecoder<R>;
+  /** What the collection holds, for log lines: `node`, `pod`. */
+  readonly what: string;
   readonly log: Logger;
+  readonly clock?: Clock;
   readonly pageSize?: number;
   readonly backoff?: BackoffOptions;
   /** The watch's timeoutSeconds; default 300-600 at random, as client-go. */
   readonly watchTimeoutSeconds?: () => number;
 }
 
-interface Subscriber {
-  readonly queue: AsyncQueue<NodeChange[]>;
+interface Subscriber<R> {
+  readonly queue: AsyncQueue<Change<R>[]>;
   primed: boolean;
 }
 
-export class NodeInformer {
-  readonly #api: NodeApi;
-  readonly #records: NodeRecords;
+export class Informer<R> {
+  readonly #api: ResourceApi;
+  readonly #path: string;
+  readonly #selectors: Selectors;
+  readonly #decoder: RecordDecoder<R>;
+  readonly #what: string;
   readonly #log: Logger;
+  readonly #clock: Clock;
   readonly #pageSize: number;
   readonly #backoff: Backoff;
   readonly #watchTimeout: () => number;
-  #cache = new Map<string, NodeRecord>();
-  readonly #subscribers = new Set<Subscriber>();
+  #cache = new Map<string, R>();
+  readonly #subscribers = new Set<Subscriber<R>>();
   readonly #synced: Promise<void>;
   #markSynced: () => void = () => undefined;
   #isSynced = false;
@@ -68,10 +88,14 @@ export class NodeInformer {
   #contact = 0;
   readonly #skipped = new Set<string>();
 
-  constructor(options: NodeInformerOptions) {
+  constructor(options: InformerOptions<R>) {
     this.#api = options.api;
-    this.#records = options.records;
+    this.#path = options.path;
+    this.#selectors = options.selectors ?? {};
+    this.#decoder = options.decoder;
+    this.#what = options.what;
     this.#log = options.log;
+    this.#clock = options.clock ?? systemClock;
     this.#pageSize = options.pageSize ?? 500;
     this.#backoff = new Backoff({ initialMs: 800, maxMs: 30_000, ...options.backoff });
     this.#watchTimeout = options.watchTimeoutSeconds ?? (() => 300 + Math.floor(Math.random() * 300));
@@ -82,15 +106,15 @@ export class NodeInformer {
     return this.#cache.size;
   }
 
-  get(name: string): NodeRecord | undefined {
-    return this.#cache.get(name);
+  get(key: string): R | undefined {
+    return this.#cache.get(key);
   }
 
   /**
-   * Records a Node this agent has just written (the answer to its PATCH), so that readers see the
-   * write before the watch brings its echo, which then changes nothing. Returns its record.
+   * Records an object this agent has just written (the answer to its PATCH), so that readers see
+   * the write before the watch brings its echo, which then changes nothing. Returns its record.
    */
-  observe(raw: unknown): NodeRecord | undefined {
+  observe(raw: unknown): R | undefined {
     const record = this.#record(raw);
     if (record && this.#isSynced) this.#apply('put', record);
     return record;
@@ -116,11 +140,11 @@ export class NodeInformer {
   }
 
   /**
-   * Batches of changes: first every Node as a put (once synced; possibly none), then each change.
-   * Ends when `signal` aborts.
+   * Batches of changes: first every record as a put (once synced; possibly none), then each
+   * change. Ends when `signal` aborts.
    */
-  async *changes(signal: AbortSignal): AsyncGenerator<NodeChange[]> {
-    const sub: Subscriber = { queue: new AsyncQueue(), primed: false };
+  async *changes(signal: AbortSignal): AsyncGenerator<Change<R>[]> {
+    const sub: Subscriber<R> = { queue: new AsyncQueue(), primed: false };
     if (this.#isSynced) {
       sub.queue.push(this.#snapshot());
       sub.primed = true;
@@ -128,7 +152,7 @@ export class NodeInformer {
     this.#subscribers.add(sub);
     try {
       while (!signal.aborted) {
-        let batch: NodeChange[];
+        let batch: Change<R>[];
         try {
           batch = await sub.queue.next(signal);
         } catch (err) {
@@ -142,14 +166,18 @@ export class NodeInformer {
     }
   }
 
-  /** Lists and watches until `signal` aborts; failures are logged and retried, never thrown. */
+  /**
+   * Lists and watches until `signal` aborts; failures are logged and retried. Rejects only with a
+   * failure that no retry mends (not isRetriable).
+   */
   async run(signal: AbortSignal): Promise<void> {
+    const what = this.#what;
     let resumeAt: string | undefined;
     let listFrom = '0';
     let failures = 0;
     let failingSince = 0;
     /** When the last failure's wait began: two quiet minutes after it, the backoff starts over. */
-    let lastWait = 0;
+    let lastWait = -Infinity;
     while (!signal.aborted) {
       let listing = false;
       try {
@@ -159,16 +187,16 @@ export class NodeInformer {
           listFrom = resumeAt;
           listing = false;
         }
-        const events = await this.#api.watchNodes({ resourceVersion: resumeAt, timeoutSeconds: this.#watchTimeout() }, signal);
+        const events = await this.#api.watch(this.#path, { ...this.#selectors, resourceVersion: resumeAt, timeoutSeconds: this.#watchTimeout() }, signal);
         this.#watching = true;
-        this.#contact = Date.now();
+        this.#contact = this.#clock.now();
         publish('registry.contact', { reachable: true, registry: 'kubernetes' });
         if (failures > 0) {
-          this.#log.info({ failures, downMs: Date.now() - failingSince }, 'node list/watch works again');
+          this.#log.info({ failures, downMs: this.#clock.now() - failingSince }, `${what} list/watch works again`);
           failures = 0;
         }
         for await (const ev of events) {
-          this.#contact = Date.now();
+          this.#contact = this.#clock.now();
           if (ev.type === 'BOOKMARK') {
             resumeAt = ev.resourceVersion;
             continue;
@@ -179,28 +207,33 @@ export class NodeInformer {
           if (record) this.#apply(ev.type === 'DELETED' ? 'delete' : 'put', record);
         }
         this.#watching = false;
-        this.#log.debug({ resourceVersion: resumeAt }, 'node watch ended; watching again');
+        this.#log.debug({ resourceVersion: resumeAt }, `${what} watch ended; watching again`);
       } catch (err) {
         this.#watching = false;
         if (signal.aborted) return;
+        if (!isRetriable(err)) {
+          this.#log.error({ err }, `${what} list/watch failed in a way no retry mends; stopping`);
+          throw err;
+        }
         // As client-go, the next list is "not older than" the last version seen, watch events included.
         if (!listing && resumeAt !== undefined) listFrom = resumeAt;
         resumeAt = undefined;
         // The version listed from is gone (410) or not there yet (504: a server restored from an
         // older etcd): list the most recent state instead.
         if (listing && err instanceof KubeApiError && (err.status === 410 || err.status === 504)) listFrom = '';
-        if (failures++ === 0) failingSince = Date.now();
-        if (Date.now() - lastWait >= stableMs) this.#backoff.reset();
-        lastWait = Date.now();
+        const now = this.#clock.now();
+        if (failures++ === 0) failingSince = now;
+        if (now - lastWait >= stableMs) this.#backoff.reset();
+        lastWait = now;
         publish('watch.restart', { reason: isWeftError(err, ErrorCodes.COMPACTED) ? 'compacted' : 'broken' });
         publish('registry.error', { code: errorCode(err) });
         if (failures === 1) publish('registry.contact', { reachable: false, registry: 'kubernetes' });
-        const retryAfter = err instanceof KubeApiError ? err.retryAfterMs : undefined;
+        const retryAfter = retryAfterMs(err);
         const waitMs = retryAfter ?? this.#backoff.next();
-        if (isWeftError(err, ErrorCodes.COMPACTED)) this.#log.info({ err, retryMs: waitMs }, `node ${listing ? 'list' : 'watch'} expired (410 Gone); listing again`);
-        else this.#log.warn({ err, retryMs: waitMs, ...(retryAfter !== undefined ? { retryAfter: true } : {}) }, 'node list/watch failed; listing again');
+        if (isWeftError(err, ErrorCodes.COMPACTED)) this.#log.info({ err, retryMs: waitMs }, `${what} ${listing ? 'list' : 'watch'} expired (410 Gone); listing again`);
+        else this.#log.warn({ err, retryMs: waitMs, ...(retryAfter !== undefined ? { retryAfter: true } : {}) }, `${what} list/watch failed; listing again`);
         try {
-          await delay(waitMs, signal);
+          await this.#clock.sleep(waitMs, signal);
         } catch {
           return;
         }
@@ -212,23 +245,24 @@ export class NodeInformer {
   async #list(resourceVersion: string, signal: AbortSignal): Promise<string> {
     // As client-go: an exact version is served from the API server's cache, whole; the others in pages.
     const paged = resourceVersion === '0' || resourceVersion === '';
-    let fresh = new Map<string, NodeRecord>();
+    let fresh = new Map<string, R>();
     const onItem = (item: unknown): void => {
       const record = this.#record(item);
-      if (record) fresh.set(record.name, record);
+      if (record) fresh.set(this.#decoder.key(record), record);
     };
-    let page = await this.#api.listNodes({ resourceVersion, ...(paged ? { limit: this.#pageSize } : {}) }, { signal, onItem });
+    const query = { ...this.#selectors, resourceVersion, ...(paged ? { limit: this.#pageSize } : {}) };
+    let page = await this.#api.list(this.#path, query, { signal, onItem });
     // Every page belongs to the first page's snapshot.
     let listedAt = page.resourceVersion;
     let pages = 1;
     while (page.continue !== undefined) {
       try {
-        page = await this.#api.listNodes({ continue: page.continue, limit: this.#pageSize }, { signal, onItem });
+        page = await this.#api.list(this.#path, { ...this.#selectors, continue: page.continue, limit: this.#pageSize }, { signal, onItem });
       } catch (err) {
         if (!isWeftError(err, ErrorCodes.COMPACTED)) throw err;
-        this.#log.info({ err }, 'node list: the continue token expired; listing again in one piece');
+        this.#log.info({ err }, `${this.#what} list: the continue token expired; listing again in one piece`);
         fresh = new Map();
-        page = await this.#api.listNodes({ resourceVersion }, { signal, onItem });
+        page = await this.#api.list(this.#path, { ...this.#selectors, resourceVersion }, { signal, onItem });
         listedAt = page.resourceVersion;
         pages++;
         break;
@@ -236,16 +270,16 @@ export class NodeInformer {
       pages++;
     }
     this.#replace(fresh);
-    this.#contact = Date.now();
-    this.#log.info({ nodes: fresh.size, pages, resourceVersion: listedAt }, 'nodes listed');
+    this.#contact = this.#clock.now();
+    this.#log.info({ [`${this.#what}s`]: fresh.size, pages, resourceVersion: listedAt }, `${this.#what}s listed`);
     return listedAt;
   }
 
-  #record(raw: unknown): NodeRecord | undefined {
-    const record = this.#records.record(raw);
+  #record(raw: unknown): R | undefined {
+    const record = this.#decoder.record(raw);
     if (!record) {
       const text = JSON.stringify(raw)?.slice(0, 120) ?? String(raw);
-      if (!this.#skipped.has(text)) this.#log.warn({ node: text }, 'skipping a Node object without a name');
+      if (!this.#skipped.has(text)) this.#log.warn({ [this.#what]: text }, `skipping a ${this.#what} object without a name`);
       // Remembered to warn once each; bounded, as what it holds comes from the server.
       if (this.#skipped.size < 100) this.#skipped.add(text);
     }
@@ -253,12 +287,12 @@ export class NodeInformer {
   }
 
   /** Makes `fresh` the cache; the difference goes to every subscriber. */
-  #replace(fresh: Map<string, NodeRecord>): void {
-    const changes: NodeChange[] = [];
-    for (const [name, old] of this.#cache) if (!fresh.has(name)) changes.push({ type: 'delete', node: old });
-    for (const [name, record] of fresh) {
-      const old = this.#cache.get(name);
-      if (!old || !sameNodeRecord(old, record)) changes.push({ type: 'put', node: record });
+  #replace(fresh: Map<string, R>): void {
+    const changes: Change<R>[] = [];
+    for (const [key, old] of this.#cache) if (!fresh.has(key)) changes.push({ type: 'delete', record: old });
+    for (const [key, record] of fresh) {
+      const old = this.#cache.get(key);
+      if (!old || !this.#decoder.same(old, record)) changes.push({ type: 'put', record });
     }
     this.#cache = fresh;
     const first = !this.#isSynced;
@@ -271,21 +305,21 @@ export class NodeInformer {
     if (first) this.#markSynced();
   }
 
-  #apply(type: NodeChange['type'], record: NodeRecord): void {
-    const name = record.name;
-    const old = this.#cache.get(name);
+  #apply(type: Change<R>['type'], record: R): void {
+    const key = this.#decoder.key(record);
+    const old = this.#cache.get(key);
     if (type === 'delete') {
       if (!old) return;
-      this.#cache.delete(name);
+      this.#cache.delete(key);
     } else {
-      if (old && sameNodeRecord(old, record)) return;
-      this.#cache.set(name, record);
+      if (old && this.#decoder.same(old, record)) return;
+      this.#cache.set(key, record);
     }
-    const batch = [{ type, node: type === 'delete' ? old! : record }];
+    const batch = [{ type, record: type === 'delete' ? old! : record }];
     for (const sub of this.#subscribers) if (sub.primed) sub.queue.push(batch);
   }
 
-  #snapshot(): NodeChange[] {
-    return [...this.#cache.values()].map((node) => ({ type: 'put', node }));
+  #snapshot(): Change<R>[] {
+    return [...this.#cache.values()].map((record) => ({ type: 'put', record }));
   }
 }

@@ -1,8 +1,10 @@
 /**
- * A lean client for the few Kubernetes API calls weft makes, chosen over @kubernetes/client-node
- * by measurement (docs/benchmarks.md): list and watch Nodes, get a Pod, strategic-merge patch a
- * Node's status. Lists are decoded as they arrive, one Node at a time (json/list-stream.ts). Requests are made as client-go makes them (query parameters sorted, JSON,
- * `Authorization: Bearer` read per request so a rotated token file is used at once).
+ * A lean Kubernetes API client, chosen over @kubernetes/client-node by measurement
+ * (docs/benchmarks.md), shared by everything in the agent that reads the API (one HTTP/2
+ * connection): list and watch any resource path with label and field selectors, get an object,
+ * patch one. Lists are decoded as they arrive, one object at a time (json/list-stream.ts).
+ * Requests are made as client-go makes them (query parameters sorted, JSON, `Authorization:
+ * Bearer` read per request so a rotated token file is used at once).
  *
  * Every call has a deadline: unary requests `requestTimeoutMs` for the headers and for each gap
  * in the body (ten times that in all); a watch `requestTimeoutMs` for its headers and its own
@@ -13,10 +15,10 @@
  * (no connection, a deadline, a body cut short), WEFT_ERR_PROTOCOL (malformed or oversized).
  */
 import { readFile } from 'node:fs/promises';
-import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
-import type { Logger } from '../../core/log.js';
-import { LineTooLongError, Lines } from '../../json/lines.js';
-import { ListStream, ListStreamError } from '../../json/list-stream.js';
+import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import { LineTooLongError, Lines } from '../json/lines.js';
+import { ListStream, ListStreamError } from '../json/list-stream.js';
 import type { KubeAccess, KubeAuth } from './kube-access.js';
 import { type Transport, type TransportResponse, createTransport } from './kube-transport.js';
 
@@ -38,25 +40,46 @@ export class KubeApiError extends WeftError {
 }
 
 /** A list page's metadata; its items went to the caller's `onItem` one by one. */
-export interface NodeListPage {
+export interface ListPage {
   readonly resourceVersion: string;
   readonly continue?: string;
 }
 
-export interface ListOptions {
-  readonly signal: AbortSignal;
-  /** Each Node of the page, parsed, as soon as it is in (the page is never held whole). */
-  readonly onItem: (node: unknown) => void;
+/** Which objects of a collection: Kubernetes' label and field selector syntax, as given. */
+export interface Selectors {
+  readonly labelSelector?: string;
+  readonly fieldSelector?: string;
 }
 
-export type NodeWatchEvent =
+export interface ListQuery extends Selectors {
+  readonly resourceVersion?: string;
+  readonly limit?: number;
+  readonly continue?: string;
+}
+
+export interface WatchQuery extends Selectors {
+  readonly resourceVersion: string;
+  readonly timeoutSeconds: number;
+}
+
+export interface ListOptions {
+  readonly signal: AbortSignal;
+  /** Each object of the page, parsed, as soon as it is in (the page is never held whole). */
+  readonly onItem: (object: unknown) => void;
+}
+
+export type WatchEvent =
   | { readonly type: 'ADDED' | 'MODIFIED' | 'DELETED'; readonly object: Readonly<Record<string, unknown>> }
   | { readonly type: 'BOOKMARK'; readonly resourceVersion: string };
 
-/** What the node informer needs of a client; tests may give it another. */
-export interface NodeApi {
-  listNodes(query: { resourceVersion?: string; limit?: number; continue?: string }, options: ListOptions): Promise<NodeListPage>;
-  watchNodes(query: { resourceVersion: string; timeoutSeconds: number }, signal: AbortSignal): Promise<AsyncIterable<NodeWatchEvent>>;
+/**
+ * What an informer needs of a client (the port; tests may give it another): a collection, by its
+ * path (`/api/v1/nodes`, `/apis/networking.k8s.io/v1/networkpolicies`), listed and watched.
+ */
+export interface ResourceApi {
+  list(path: string, query: ListQuery, options: ListOptions): Promise<ListPage>;
+  watch(path: string, query: WatchQuery, signal: AbortSignal): Promise<AsyncIterable<WatchEvent>>;
+  /** When the connection last showed it was alive (ms since the epoch; a watch's liveness check). */
   lastAlive(): number;
 }
 
@@ -79,7 +102,7 @@ const maxListBytes = 512 * 2 ** 20;
 const maxEventBytes = 16 * 2 ** 20;
 const maxOtherBytes = 16 * 2 ** 20;
 
-export class KubeClient implements NodeApi {
+export class KubeClient implements ResourceApi {
   readonly #access: KubeAccess;
   readonly #transport: Transport;
   readonly #timeoutMs: number;
@@ -106,30 +129,30 @@ export class KubeClient implements NodeApi {
     this.#transport.close();
   }
 
-  async listNodes(query: { resourceVersion?: string; limit?: number; continue?: string }, options: ListOptions): Promise<NodeListPage> {
-    const params: Record<string, string> = {};
+  async list(collection: string, query: ListQuery, options: ListOptions): Promise<ListPage> {
+    const params: Record<string, string> = { ...selectorParams(query) };
     if (query.continue) params['continue'] = query.continue;
     if (query.limit) params['limit'] = String(query.limit);
     if (query.resourceVersion !== undefined && query.resourceVersion !== '') params['resourceVersion'] = query.resourceVersion;
-    const path = `/api/v1/nodes${queryString(params)}`;
+    const path = `${apiPath(collection)}${queryString(params)}`;
     const list = new ListStream(options.onItem);
     await this.#exchange('GET', path, { signal: options.signal, maxBytes: maxListBytes, onChunk: (chunk) => list.write(chunk) });
     const meta = list.end().members['metadata'];
     const rv = isObject(meta) ? meta['resourceVersion'] : undefined;
-    if (typeof rv !== 'string' || rv === '') throw protocolError('a NodeList without metadata.resourceVersion');
+    if (typeof rv !== 'string' || rv === '') throw protocolError(`a list of ${collection} without metadata.resourceVersion`);
     const cont = isObject(meta) ? meta['continue'] : undefined;
     return { resourceVersion: rv, ...(typeof cont === 'string' && cont !== '' ? { continue: cont } : {}) };
   }
 
   /**
-   * Opens a watch of Nodes from `resourceVersion`, with bookmarks; resolves once the server has
-   * accepted it. Iterating the events returns when the stream ends cleanly (the server's timeout,
-   * or this client's own deadline after it) and throws when it breaks; an ERROR event becomes a
-   * KubeApiError (410: WEFT_ERR_COMPACTED). Leaving the iteration early closes the stream.
+   * Opens a watch of a collection from `resourceVersion`, with bookmarks; resolves once the server
+   * has accepted it. Iterating the events returns when the stream ends cleanly (the server's
+   * timeout, or this client's own deadline after it) and throws when it breaks; an ERROR event
+   * becomes a KubeApiError (410: WEFT_ERR_COMPACTED). Leaving the iteration early closes the stream.
    */
-  async watchNodes(query: { resourceVersion: string; timeoutSeconds: number }, signal: AbortSignal): Promise<AsyncIterable<NodeWatchEvent>> {
-    const params = { allowWatchBookmarks: 'true', resourceVersion: query.resourceVersion, timeoutSeconds: String(query.timeoutSeconds), watch: 'true' };
-    const path = `/api/v1/nodes${queryString(params)}`;
+  async watch(collection: string, query: WatchQuery, signal: AbortSignal): Promise<AsyncIterable<WatchEvent>> {
+    const params = { ...selectorParams(query), allowWatchBookmarks: 'true', resourceVersion: query.resourceVersion, timeoutSeconds: String(query.timeoutSeconds), watch: 'true' };
+    const path = `${apiPath(collection)}${queryString(params)}`;
     const ctl = new AbortController();
     const ended = new Error('watch deadline');
     const noHeaders = unavailable(`no answer to GET ${path} within ${this.#timeoutMs} ms`);
@@ -152,14 +175,14 @@ export class KubeClient implements NodeApi {
       const lines = new Lines({ maxLineBytes: maxEventBytes });
       try {
         for await (const chunk of res.body) {
-          for (const line of lines.write(chunk)) if (line.trim() !== '') yield parseWatchLine(line);
+          for (const line of lines.write(chunk)) if (line.trim() !== '') yield parseWatchLine(line, collection);
         }
         const last = lines.rest();
         if (last.trim() !== '') {
           // A complete last object without its newline is still an event; half of one is a break.
-          let event: NodeWatchEvent;
+          let event: WatchEvent;
           try {
-            event = parseWatchLine(last);
+            event = parseWatchLine(last, collection);
           } catch {
             throw unavailable('the watch stream ended in the middle of an event');
           }
@@ -177,16 +200,15 @@ export class KubeClient implements NodeApi {
     })();
   }
 
-  async getPod(namespace: string, name: string, signal: AbortSignal): Promise<Record<string, unknown>> {
-    const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`;
-    return asObject(await this.#unary('GET', path, { signal, maxBytes: maxOtherBytes }), 'Pod');
+  /** One object, by its path (`/api/v1/namespaces/<ns>/pods/<name>`). */
+  async get(path: string, signal: AbortSignal): Promise<Record<string, unknown>> {
+    return asObject(await this.#unary('GET', apiPath(path), { signal, maxBytes: maxOtherBytes }), path);
   }
 
-  /** Strategic-merge patch of nodes/<name>/status, the only write flannel's ClusterRole allows. */
-  async patchNodeStatus(name: string, patch: Readonly<Record<string, unknown>>, signal: AbortSignal): Promise<Record<string, unknown>> {
-    const path = `/api/v1/nodes/${encodeURIComponent(name)}/status`;
+  /** A patch of one object (or subresource, e.g. `/api/v1/nodes/<name>/status`); the object as it is after it. */
+  async patch(path: string, patch: Readonly<Record<string, unknown>>, options: { contentType: PatchType; signal: AbortSignal }): Promise<Record<string, unknown>> {
     const body = JSON.stringify(patch);
-    return asObject(await this.#unary('PATCH', path, { signal, maxBytes: maxOtherBytes, body, contentType: 'application/strategic-merge-patch+json' }), 'Node');
+    return asObject(await this.#unary('PATCH', apiPath(path), { signal: options.signal, maxBytes: maxOtherBytes, body, contentType: options.contentType }), path);
   }
 
   /** One request and its JSON answer. */
@@ -273,6 +295,23 @@ async function authorization(auth: KubeAuth): Promise<string | undefined> {
   }
 }
 
+export type PatchType = 'application/strategic-merge-patch+json' | 'application/merge-patch+json' | 'application/json-patch+json';
+
+/** An API path as given, checked: a request never goes anywhere but the API, nor carries a query of its caller's. */
+function apiPath(path: string): string {
+  if (!/^\/apis?\/[A-Za-z0-9._~%/-]+$/.test(path) || path.includes('//') || path.split('/').includes('..')) {
+    throw new WeftError(ErrorCodes.INTERNAL, `not a Kubernetes API path: ${JSON.stringify(path)}`);
+  }
+  return path;
+}
+
+function selectorParams(query: Selectors): Record<string, string> {
+  return {
+    ...(query.labelSelector ? { labelSelector: query.labelSelector } : {}),
+    ...(query.fieldSelector ? { fieldSelector: query.fieldSelector } : {}),
+  };
+}
+
 function queryString(params: Readonly<Record<string, string>>): string {
   const keys = Object.keys(params).sort();
   return keys.length === 0 ? '' : `?${keys.map((k) => `${k}=${encodeURIComponent(params[k]!)}`).join('&')}`;
@@ -317,7 +356,7 @@ function parseRetryAfter(value: string | undefined): number | undefined {
   return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
 }
 
-function parseWatchLine(line: string): NodeWatchEvent {
+function parseWatchLine(line: string, collection: string): WatchEvent {
   let parsed: unknown;
   try {
     parsed = JSON.parse(line);
@@ -340,7 +379,7 @@ function parseWatchLine(line: string): NodeWatchEvent {
     case 'ERROR': {
       const code = typeof object['code'] === 'number' ? object['code'] : 0;
       const reason = typeof object['reason'] === 'string' ? object['reason'] : 'Unknown';
-      return throwError(new KubeApiError({ status: code, reason, message: `node watch: ${code} ${typeof object['message'] === 'string' ? object['message'] : reason}` }));
+      return throwError(new KubeApiError({ status: code, reason, message: `watch of ${collection}: ${code} ${typeof object['message'] === 'string' ? object['message'] : reason}` }));
     }
     default:
       throw protocolError(`a watch event of type ${JSON.stringify(ev['type'])}`);

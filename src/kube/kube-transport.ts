@@ -13,8 +13,8 @@ import type * as Http from 'node:http';
 import type * as Http2 from 'node:http2';
 import type * as Https from 'node:https';
 import type { Socket } from 'node:net';
-import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
-import type { Logger } from '../../core/log.js';
+import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
 import type { KubeTls } from './kube-access.js';
 
 export interface TransportRequest {

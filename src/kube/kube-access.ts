@@ -12,7 +12,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
+import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
 
 export type KubeAuth =
   | { readonly kind: 'none' }

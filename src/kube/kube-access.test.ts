@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isWeftError } from '../../core/errors.js';
+import { isWeftError } from '../core/errors.js';
 import { loadKubeAccess, selectKubeconfig } from './kube-access.js';
 
 async function dir(t: { after(fn: () => Promise<void>): void }): Promise<string> {
