@@ -1,8 +1,8 @@
 /**
  * The Kubernetes subnet manager (flannel-compat §6): the API server is the registry and each
- * Node's spec.podCIDR(s) is its lease. Everything it knows comes from one Informer of Nodes (kube/informer.ts; one list
- * and one watch for the whole agent): this node's podCIDR and annotations, the peers, and the
- * health check's confirmation. Its only requests of its own are the strategic-merge patches of
+ * Node's spec.podCIDR(s) is its lease. Everything it knows comes from one informer of Nodes
+ * (kube/informer.ts; one list and one watch for the whole agent): this node's podCIDR and
+ * annotations, the peers, and the health check's confirmation. Its only requests of its own are the strategic-merge patches of
  * this node's status (annotations, NetworkUnavailable), each retried with backoff until it lands,
  * and, without NODE_NAME, one GET of the agent's own Pod. Annotations of other nodes are
  * untrusted input.
