@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { parseCidr } from '../ip/cidr.js';
 import { recordingLogger } from '../testing/recording-logger.js';
 import type { Exec } from './exec.js';
-import { Iptables, splitArgs } from './iptables.js';
+import { Iptables } from './iptables.js';
+import { splitArgs } from './iptables-render.js';
 
 /** Chains with their rules, per command family (`iptables`, `ip6tables`) and table. */
 function fakeIptables() {
@@ -100,4 +101,15 @@ test('a listing right after the install that lacks a rule is not kept as the ref
   assert.equal(f.table('iptables', 'nat').get('FLANNEL-POSTRTG')!.length, 5);
   assert.equal(await ipt.check(), true);
   assert.equal(f.table('iptables', 'nat').get('FLANNEL-POSTRTG')!.length, 6);
+});
+
+test('a duplicated jump found by a check is repaired: exactly one is kept', async () => {
+  const f = fakeIptables();
+  const ipt = new Iptables({ exec: f.exec, log: recordingLogger(), resyncMs: 1000, rules });
+  await ipt.apply([v4]);
+  const post = f.table('iptables', 'nat').get('POSTROUTING')!;
+  post.push(post[0]!);
+  assert.equal(await ipt.check(), true);
+  assert.equal(f.table('iptables', 'nat').get('POSTROUTING')!.length, 1);
+  assert.equal(await ipt.check(), false);
 });

@@ -7,8 +7,8 @@
 import { publish } from '../core/events.js';
 import type { Logger } from '../core/log.js';
 import { type Exec, execCommand, isMissingCommand } from './exec.js';
-import { nftDeleteTables } from './nft-rules.js';
-import { type RuleSet, iptablesCommand, iptablesRuleSets, readChain, restorePayload } from './rules.js';
+import { type RuleSet, iptablesCommand, iptablesRuleSets, readChain, restorePayload, splitArgs } from './iptables-render.js';
+import { removeFlannelTables } from './nftables.js';
 import { type FamilyTraffic, type TrafficManager, type TrafficOptions, resyncLoop } from './traffic-manager.js';
 
 export interface IptablesOptions {
@@ -38,7 +38,7 @@ export class Iptables implements TrafficManager {
   /** flannel's nftables tables go (a node switched back from nftables mode); no other table is touched. */
   async removeOtherMode(): Promise<void> {
     try {
-      await this.#exec('nft', ['-f', '-'], nftDeleteTables());
+      await removeFlannelTables(this.#exec, this.#log);
     } catch (err) {
       if (!isMissingCommand(err)) throw err;
     }
@@ -90,8 +90,3 @@ export class Iptables implements TrafficManager {
 }
 
 const key = (set: RuleSet): string => `${set.family} ${set.chain}`;
-
-/** Splits rule text into arguments, keeping quoted comments whole. */
-export function splitArgs(rule: string): string[] {
-  return [...rule.matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]!);
-}

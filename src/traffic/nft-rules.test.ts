@@ -2,7 +2,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCidr } from '../ip/cidr.js';
-import { nftDeleteTables, nftRuleset, nftShape } from './nft-rules.js';
+import { flannelTableNames, flannelTables } from './nft-rules.js';
+import { deleteTables, replaceTables, tableShape } from './nft-table.js';
+
+const nftRuleset = (families: Parameters<typeof flannelTables>[0], options: Parameters<typeof flannelTables>[1]): string => replaceTables(flannelTables(families, options));
+const nftShape = (families: Parameters<typeof flannelTables>[0], options: Parameters<typeof flannelTables>[1]): string => flannelTables(families, options).map(tableShape).join(' ');
+const nftDeleteTables = (): string => deleteTables(flannelTableNames.map((t) => ({ family: t.nftFamily, name: t.name })));
 
 const v4 = { family: 4 as const, network: parseCidr('198.18.0.0/16'), subnet: parseCidr('198.18.5.0/24') };
 const v6 = { family: 6 as const, network: parseCidr('2001:db8:1800::/56'), subnet: parseCidr('2001:db8:1800:5::/64') };
@@ -73,6 +78,7 @@ test('IPv6 and dual-stack: ip6 matches and ff00::/8; without --ip-masq no postrt
   assert.ok(!forwardOnly.includes('postrtg') && forwardOnly.includes('chain forward'));
   assert.ok(!nftRuleset([v4], { ...all, randomFully: false }).includes('fully-random'));
   assert.ok(nftRuleset([{ family: 4, network: v4.network }], all).includes('chain forward') && !nftRuleset([{ family: 4, network: v4.network }], all).includes('postrtg'), 'no masquerade before the subnet is known');
+  // The shape a listing must show comes from the description: no count is written twice.
   assert.equal(nftShape([v4, v6], all), 'flannel-ipv4:postrtg=6,forward=2 flannel-ipv6:postrtg=6,forward=2');
   assert.equal(nftShape([v4], { ...all, masquerade: false }), 'flannel-ipv4:forward=2 flannel-ipv6:');
   assert.equal(nftDeleteTables(), 'add table ip flannel-ipv4\ndelete table ip flannel-ipv4\nadd table ip6 flannel-ipv6\ndelete table ip6 flannel-ipv6\n');

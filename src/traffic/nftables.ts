@@ -1,17 +1,18 @@
 /**
- * flannel's rules in nftables mode (`"EnableNFTables": true`, spec §8.5): both tables written in one
- * `nft -f -` transaction, so a changed lease or config replaces the rules atomically. Better than
- * flanneld, which never looks at its tables again: every resync period the tables are read back
- * (`nft -j list table`) and compared with what was installed, and a rule or table deleted by hand
- * is put back the same way.
+ * flannel's rules in nftables mode (`"EnableNFTables": true`, spec §8.5): its two tables, one
+ * owner's (nft-owner.ts), written in one `nft -f -` transaction, so a changed lease or config
+ * replaces the rules atomically. Better than flanneld, which never looks at its tables again:
+ * every resync period the tables are read back and compared with what was installed, and a rule
+ * or table deleted by hand is put back the same way.
  */
 import { publish } from '../core/events.js';
-import { ErrorCodes, WeftError } from '../core/errors.js';
+import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { type Exec, execCommand, isMissingCommand } from './exec.js';
-import { nftFullyRandomProbe, nftRuleset, nftShape, nftTables } from './nft-rules.js';
-import { forwardChain, iptablesCommand, masqChain, readChain } from './rules.js';
-import { splitArgs } from './iptables.js';
+import { iptablesCommand, readChain, splitArgs } from './iptables-render.js';
+import { NftOwner } from './nft-owner.js';
+import { flannelTableNames, flannelTables, nftMasqueradeProbe } from './nft-rules.js';
+import { forwardChain, masqChain } from './traffic-rules.js';
 import { type FamilyTraffic, type TrafficManager, type TrafficOptions, resyncLoop } from './traffic-manager.js';
 
 export interface NftablesOptions {
@@ -21,33 +22,31 @@ export interface NftablesOptions {
   readonly rules: TrafficOptions;
 }
 
-/** What weft reads of an `nft -j` listing. */
-interface NftItem {
-  readonly metainfo?: unknown;
-  readonly chain?: { readonly name: string };
-  readonly rule?: { readonly chain: string };
-}
+/** What the dry run said of `masquerade fully-random`. */
+export type FullyRandomProbe = 'accepted' | 'refused' | 'probe-failed' | 'not-asked';
 
 export class Nftables implements TrafficManager {
   readonly mode = 'nftables';
   readonly #exec: Exec;
   readonly #log: Logger;
   readonly #resyncMs: number;
+  readonly #owner: NftOwner;
   #rules: TrafficOptions;
-  #families: readonly FamilyTraffic[] = [];
-  /** Both tables as `nft -j` listed them right after the last install, handles left out. */
-  #installed = '';
+  #probe: FullyRandomProbe = 'not-asked';
 
   private constructor(options: NftablesOptions) {
     this.#exec = options.exec ?? execCommand;
     this.#log = options.log;
     this.#resyncMs = options.resyncMs;
     this.#rules = options.rules;
+    this.#owner = new NftOwner({ exec: this.#exec, log: this.#log });
   }
 
   /**
    * Checks that `nft` is there (WEFT_ERR_CONFIG saying what to install when it is not) and whether
-   * the kernel takes `fully-random`; flannel drops it when a dry run refuses it.
+   * the kernel takes `fully-random`, which flannel drops when a dry run refuses it. A dry run that
+   * fails without fully-random as well says nothing about fully-random: it is kept, and the
+   * failure reported (the install will name what is wrong).
    */
   static async create(options: NftablesOptions): Promise<Nftables> {
     const nft = new Nftables(options);
@@ -58,14 +57,31 @@ export class Nftables implements TrafficManager {
       throw err;
     }
     if (nft.#rules.randomFully) {
-      try {
-        await nft.#exec('nft', ['-c', '-f', '-'], nftFullyRandomProbe);
-      } catch {
-        nft.#log.warn({}, 'the kernel refuses masquerade fully-random; masquerading without it');
-        nft.#rules = { ...nft.#rules, randomFully: false };
-      }
+      nft.#probe = await nft.#probeFullyRandom();
+      if (nft.#probe === 'refused') nft.#rules = { ...nft.#rules, randomFully: false };
     }
     return nft;
+  }
+
+  /** What the dry run of `masquerade fully-random` found at start. */
+  get fullyRandomProbe(): FullyRandomProbe {
+    return this.#probe;
+  }
+
+  async #probeFullyRandom(): Promise<FullyRandomProbe> {
+    try {
+      await this.#exec('nft', ['-c', '-f', '-'], nftMasqueradeProbe(true));
+      return 'accepted';
+    } catch (withFullyRandom) {
+      try {
+        await this.#exec('nft', ['-c', '-f', '-'], nftMasqueradeProbe(false));
+      } catch (err) {
+        this.#log.error({ err }, `the dry run of a masquerade rule failed, with and without fully-random; keeping fully-random: ${errorMessage(err)}`);
+        return 'probe-failed';
+      }
+      this.#log.warn({ err: withFullyRandom }, 'the kernel refuses masquerade fully-random; masquerading without it');
+      return 'refused';
+    }
   }
 
   /**
@@ -82,8 +98,7 @@ export class Nftables implements TrafficManager {
           if (isMissingCommand(err)) return; // no iptables on this node: nothing of flannel's to remove
           throw err;
         }
-        const state = readChain(save, { table, chain, parent, family, jump: '', rules: [] });
-        if (!state.chainExists) continue;
+        if (!readChain(save, { chain, parent }).chainExists) continue;
         const cmd = iptablesCommand(family, '');
         for (const line of save.split('\n')) {
           if (line.startsWith(`-A ${parent} `) && line.endsWith(`-j ${chain}`)) await this.#exec(cmd, ['-w', '-t', table, '-D', parent, ...splitArgs(line.slice(`-A ${parent} `.length))]);
@@ -96,8 +111,8 @@ export class Nftables implements TrafficManager {
   }
 
   async apply(families: readonly FamilyTraffic[]): Promise<void> {
-    this.#families = families;
-    await this.#install();
+    await this.#owner.install(flannelTables(families, this.#rules));
+    this.#log.info({ families: families.map((f) => f.family) }, 'nftables rules installed');
   }
 
   run(signal: AbortSignal): Promise<void> {
@@ -106,43 +121,13 @@ export class Nftables implements TrafficManager {
 
   /** One resync pass: true when something had changed and was put back. */
   async check(): Promise<boolean> {
-    if ((await this.#list()).text === this.#installed) return false;
-    this.#log.warn({}, 'nftables rules changed behind our back; re-applying');
-    await this.#install();
+    if (!(await this.#owner.check())) return false;
     publish('rules.repair', { mode: 'nftables' });
     return true;
   }
+}
 
-  async #install(): Promise<void> {
-    await this.#exec('nft', ['-f', '-'], nftRuleset(this.#families, this.#rules));
-    const now = await this.#list();
-    // The listing is a second command: someone may change the tables in between. Only a listing
-    // with the shape just written becomes the reference; otherwise the next check writes again.
-    this.#installed = now.shape === nftShape(this.#families, this.#rules) ? now.text : '';
-    this.#log.info({ families: this.#families.map((f) => f.family) }, 'nftables rules installed');
-  }
-
-  /**
-   * Both tables in nft's JSON, without the handles (which change on every install) and metadata,
-   * and their shape: the chains of each table and how many rules each holds.
-   */
-  async #list(): Promise<{ text: string; shape: string }> {
-    const texts: string[] = [];
-    const shapes: string[] = [];
-    for (const t of nftTables) {
-      let listing: string;
-      try {
-        listing = await this.#exec('nft', ['-j', 'list', 'table', t.nftFamily, t.name]);
-      } catch {
-        texts.push(`${t.name}: missing`);
-        shapes.push(`${t.name}: missing`);
-        continue;
-      }
-      const items = ((JSON.parse(listing) as { nftables?: NftItem[] }).nftables ?? []).filter((i) => !('metainfo' in i));
-      texts.push(JSON.stringify(items, (k, v: unknown) => (k === 'handle' ? undefined : v)));
-      const chains = items.flatMap((i) => (i.chain ? [i.chain.name] : []));
-      shapes.push(`${t.name}:${chains.map((c) => `${c}=${items.filter((i) => i.rule?.chain === c).length}`).join(',')}`);
-    }
-    return { text: texts.join('\n'), shape: shapes.join(' ') };
-  }
+/** Deletes flannel's nftables tables where they exist (the iptables mode's clean-up of the other). */
+export async function removeFlannelTables(exec: Exec, log: Logger): Promise<void> {
+  await new NftOwner({ exec, log }).remove(flannelTableNames.map((t) => ({ family: t.nftFamily, name: t.name })));
 }

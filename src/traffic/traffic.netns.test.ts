@@ -13,6 +13,8 @@ import { waitUntil } from '../testing/wait.js';
 import { type Exec, execCommand } from './exec.js';
 import { Iptables } from './iptables.js';
 import { Nftables } from './nftables.js';
+import { NftOwner } from './nft-owner.js';
+import type { OwnedTable } from './nft-table.js';
 
 const skip = netnsSkipReason();
 const v4 = { family: 4 as const, network: parseCidr('198.18.0.0/16'), subnet: parseCidr('198.18.5.0/24') };
@@ -121,4 +123,35 @@ test('switching iptables → nftables → iptables leaves exactly one set of fla
   await back.apply([v4, v6]);
   assert.deepEqual(await flannelState(), { iptables: 24, nft: 0 });
   assert.equal(await others(), before, 'no other table, chain or rule was touched');
+});
+
+test('an owner of its own table beside flannel\'s (sets and all, as a policy engine would): real nft takes the text, and a set element or rule deleted by hand comes back', { skip, timeout: 60_000 }, async (t) => {
+  const { ns, exec } = await namespace(t);
+  const log = recordingLogger();
+  const flannel = await Nftables.create({ exec, log, resyncMs: 50, rules });
+  await flannel.apply([v4]);
+  const owner = new NftOwner({ exec, log });
+  const table: OwnedTable = {
+    family: 'inet',
+    name: 'weft-owner-test',
+    comment: 'a second owner',
+    sets: [
+      { name: 'peers4', type: 'ipv4_addr', flags: ['interval'], elements: ['198.18.1.0/24', '198.18.2.5'] },
+      { name: 'ports', type: 'inet_service', elements: ['80', '443'] },
+      { name: 'empty', type: 'ipv6_addr', elements: [] },
+    ],
+    chains: [{ name: 'ingress', base: { type: 'filter', hook: 'forward', priority: 'filter - 1', policy: 'accept' }, rules: ['ip saddr @peers4 tcp dport @ports accept', 'ip6 saddr @empty drop'] }],
+  };
+  await owner.install([table]);
+  assert.equal(await owner.check(), false, 'nothing changed');
+  await nsExec(ns, 'nft', ['delete', 'element', 'inet', 'weft-owner-test', 'peers4', '{ 198.18.2.5 }']);
+  assert.equal(await owner.check(), true);
+  assert.match(await nsExec(ns, 'nft', ['list', 'set', 'inet', 'weft-owner-test', 'peers4']), /198\.18\.2\.5/);
+  assert.equal(await flannel.check(), false, 'flannel\'s tables were not touched');
+  await nsExec(ns, 'nft', ['flush', 'chain', 'inet', 'weft-owner-test', 'ingress']);
+  assert.equal(await owner.check(), true);
+  assert.equal(await owner.check(), false);
+  await owner.remove([table]);
+  await assert.rejects(nsExec(ns, 'nft', ['list', 'table', 'inet', 'weft-owner-test']));
+  assert.ok(await nftList(ns, 'ip', 'flannel-ipv4'), 'and removing it leaves flannel\'s');
 });

@@ -1,11 +1,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { forwardRuleSet, iptablesCommand, masqRuleSet, readChain, restorePayload } from './rules.js';
-import { splitArgs } from './iptables.js';
+/** flannel's rules as iptables text, against flanneld 0.28's (spec §8.1, §8.2). */
+import { iptablesCommand, iptablesRuleSets, readChain, restorePayload, splitArgs } from './iptables-render.js';
 import { parseCidr } from '../ip/cidr.js';
 
+const all = { masquerade: true, forward: true, randomFully: true };
+const masqRuleSet = (network: string, subnet: string, options: { randomFully: boolean }) =>
+  iptablesRuleSets([{ family: network.includes(':') ? 6 : 4, network: parseCidr(network), subnet: parseCidr(subnet) }], { ...all, forward: false, ...options })[0]!;
+const forwardRuleSet = (network: string) => iptablesRuleSets([{ family: network.includes(':') ? 6 : 4, network: parseCidr(network) }], all)[0]!;
+
 test('masquerade rules are flanneld 0.28\'s, in order, with its comments', () => {
-  const set = masqRuleSet(parseCidr('198.18.0.0/16'), parseCidr('198.18.5.0/24'), { randomFully: true });
+  const set = masqRuleSet('198.18.0.0/16', '198.18.5.0/24', { randomFully: true });
   assert.equal(
     restorePayload(set, { addJump: true }),
     [
@@ -23,11 +28,11 @@ test('masquerade rules are flanneld 0.28\'s, in order, with its comments', () =>
     ].join('\n'),
   );
   assert.ok(!restorePayload(set, { addJump: false }).includes('-A POSTROUTING'));
-  assert.ok(!masqRuleSet(parseCidr('198.18.0.0/16'), parseCidr('198.18.5.0/24'), { randomFully: false }).rules.join().includes('random'));
+  assert.ok(!masqRuleSet('198.18.0.0/16', '198.18.5.0/24', { randomFully: false }).rules.join().includes('random'));
 });
 
 test('forward rules and reading a chain back from iptables-save', () => {
-  const set = forwardRuleSet(parseCidr('198.18.0.0/16'));
+  const set = forwardRuleSet('198.18.0.0/16');
   const save = [
     '*filter',
     ':FORWARD ACCEPT [0:0]',
@@ -42,7 +47,7 @@ test('forward rules and reading a chain back from iptables-save', () => {
 });
 
 test('IPv6 rules come from the same description: ip6tables, the IPv6 network and subnet, ff00::/8 not masqueraded', () => {
-  const set = masqRuleSet(parseCidr('2001:db8:1800::/56'), parseCidr('2001:db8:1800:5::/64'), { randomFully: true });
+  const set = masqRuleSet('2001:db8:1800::/56', '2001:db8:1800:5::/64', { randomFully: true });
   assert.equal(set.family, 6);
   assert.deepEqual(set.rules.slice(1), [
     '-s 2001:db8:1800:5::/64 -d 2001:db8:1800::/56 -m comment --comment "flanneld masq" -j RETURN',
@@ -52,6 +57,8 @@ test('IPv6 rules come from the same description: ip6tables, the IPv6 network and
     '! -s 2001:db8:1800::/56 -d 2001:db8:1800::/56 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully',
   ]);
   assert.deepEqual([iptablesCommand(6, '-restore'), iptablesCommand(4, '-save'), iptablesCommand(6, '')], ['ip6tables-restore', 'iptables-save', 'ip6tables']);
-  assert.equal(forwardRuleSet(parseCidr('2001:db8:1800::/56')).family, 6);
-  assert.throws(() => masqRuleSet(parseCidr('198.18.0.0/16'), parseCidr('2001:db8:1800:5::/64'), { randomFully: true }), { code: 'WEFT_ERR_INTERNAL' });
+  assert.equal(forwardRuleSet('2001:db8:1800::/56').family, 6);
+  // Before the lease, no masquerade chain: the forward chain alone.
+  assert.deepEqual(iptablesRuleSets([{ family: 4, network: parseCidr('198.18.0.0/16') }], all).map((r) => r.chain), ['FLANNEL-FWD']);
+  assert.deepEqual(iptablesRuleSets([{ family: 4, network: parseCidr('198.18.0.0/16'), subnet: parseCidr('198.18.5.0/24') }], { ...all, masquerade: false, forward: false }), []);
 });

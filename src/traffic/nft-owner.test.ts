@@ -1,0 +1,145 @@
+/**
+ * The owned-table primitive and flannel's nftables mode with the command runner injected: a small
+ * model of `nft -f` and `nft -j list table` (real nft in traffic.netns.test.ts).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CommandError, type Exec } from './exec.js';
+import { NftOwner } from './nft-owner.js';
+import { type OwnedTable, replaceTables, tableShape } from './nft-table.js';
+import { Nftables } from './nftables.js';
+import { parseCidr } from '../ip/cidr.js';
+import { recordingLogger } from '../testing/recording-logger.js';
+
+interface FakeTable {
+  chains: Map<string, string[]>;
+  sets: Map<string, string[]>;
+}
+
+/** nft as far as the owner uses it: transactions of whole tables, and JSON listings of them. */
+function fakeNft(options: { refuse?: (text: string) => boolean } = {}) {
+  const tables = new Map<string, FakeTable>();
+  const transactions: string[] = [];
+  const exec: Exec = async (cmd, args, input) => {
+    if (cmd !== 'nft') throw new CommandError(`${cmd}: not here`, { errno: 'ENOENT' });
+    if (args[0] === '--version') return 'nftables v1.0.6\n';
+    if (args[0] === '-c') {
+      if (options.refuse?.(input ?? '')) throw new CommandError('nft -c failed: Error: Could not process rule');
+      return '';
+    }
+    if (args[0] === '-f') {
+      transactions.push(input ?? '');
+      let table: FakeTable | undefined;
+      let chain: string[] | undefined;
+      let set: string[] | undefined;
+      for (const line of (input ?? '').split('\n')) {
+        let m: RegExpExecArray | null;
+        if ((m = /^delete table (\S+) (\S+)$/.exec(line))) tables.delete(`${m[1]} ${m[2]}`);
+        else if ((m = /^table (\S+) (\S+) \{$/.exec(line))) tables.set(`${m[1]} ${m[2]}`, (table = { chains: new Map(), sets: new Map() }));
+        else if ((m = /^ {2}chain (\S+) \{$/.exec(line))) table!.chains.set(m[1]!, (chain = []));
+        else if ((m = /^ {2}set (\S+) \{$/.exec(line))) table!.sets.set(m[1]!, (set = []));
+        else if ((m = /^ {4}elements = \{ (.*) \}$/.exec(line))) set!.push(...m[1]!.split(', '));
+        else if (/^ {2}\}$/.test(line)) chain = set = undefined;
+        else if (chain && /^ {4}/.test(line) && !/^ {4}(comment|type) /.test(line)) chain.push(line.trim());
+      }
+      return '';
+    }
+    if (args[0] === '-j' && args[1] === 'list') {
+      const t = tables.get(`${args[3]} ${args[4]}`);
+      if (!t) throw new CommandError(`nft: Error: No such file or directory; table ${args[4]}`);
+      const items: unknown[] = [{ metainfo: { version: '1.0.6' } }, { table: { family: args[3], name: args[4], handle: 1 } }];
+      let handle = 2;
+      for (const [name, elem] of t.sets) items.push({ set: { name, handle: handle++, ...(elem.length ? { elem } : {}) } });
+      for (const [name, rules] of t.chains) {
+        items.push({ chain: { name, handle: handle++ } });
+        for (const r of rules) items.push({ rule: { chain: name, handle: handle++, expr: r } });
+      }
+      return JSON.stringify({ nftables: items });
+    }
+    throw new CommandError(`nft ${args.join(' ')}: not modelled`);
+  };
+  return { exec, tables, transactions };
+}
+
+const policyLike: OwnedTable = {
+  family: 'inet',
+  name: 'weft-policy',
+  sets: [{ name: 'allowed', type: 'ipv4_addr', flags: ['interval'], elements: ['198.18.1.0/24', '198.18.2.5'] }],
+  chains: [{ name: 'forward', base: { type: 'filter', hook: 'forward', priority: 'filter', policy: 'accept' }, rules: ['ip saddr @allowed accept', 'drop'] }],
+};
+
+test('an owner installs its tables in one transaction, sets included, and finds nothing changed until something is', async () => {
+  const nft = fakeNft();
+  const owner = new NftOwner({ exec: nft.exec, log: recordingLogger() });
+  await owner.install([policyLike]);
+  assert.equal(nft.transactions.length, 1);
+  assert.equal(nft.transactions[0], replaceTables([policyLike]));
+  assert.equal(tableShape(policyLike), 'weft-policy:forward=2 sets:allowed=2');
+  assert.equal(await owner.check(), false);
+  nft.tables.get('inet weft-policy')!.sets.get('allowed')!.pop();
+  assert.equal(await owner.check(), true, 'a set element deleted by hand is drift');
+  assert.deepEqual(nft.tables.get('inet weft-policy')!.sets.get('allowed'), ['198.18.1.0/24', '198.18.2.5']);
+  nft.tables.delete('inet weft-policy');
+  assert.equal(await owner.check(), true, 'so is a deleted table');
+  assert.equal(await owner.check(), false);
+});
+
+test('a listing right after the install without the shape just written is not kept as the reference: the next check writes again', async () => {
+  const nft = fakeNft();
+  let sabotage = true;
+  const exec: Exec = async (cmd, args, input) => {
+    const out = await nft.exec(cmd, args, input);
+    // Someone deletes a rule between our transaction and our listing.
+    if (sabotage && args[0] === '-f') nft.tables.get('inet weft-policy')?.chains.get('forward')?.pop();
+    return out;
+  };
+  const owner = new NftOwner({ exec, log: recordingLogger() });
+  await owner.install([policyLike]);
+  sabotage = false;
+  assert.equal(await owner.check(), true);
+  assert.deepEqual(nft.tables.get('inet weft-policy')!.chains.get('forward'), ['ip saddr @allowed accept', 'drop']);
+  assert.equal(await owner.check(), false);
+});
+
+test('two owners keep their own tables: one\'s check never rewrites the other\'s', async () => {
+  const nft = fakeNft();
+  const log = recordingLogger();
+  const flannel = await Nftables.create({ exec: nft.exec, log, resyncMs: 1000, rules: { masquerade: true, forward: true, randomFully: true } });
+  await flannel.apply([{ family: 4, network: parseCidr('198.18.0.0/16'), subnet: parseCidr('198.18.5.0/24') }]);
+  const policy = new NftOwner({ exec: nft.exec, log });
+  await policy.install([policyLike]);
+  const before = nft.transactions.length;
+  nft.tables.get('inet weft-policy')!.chains.get('forward')!.pop();
+  assert.equal(await flannel.check(), false, 'flannel\'s tables are as written');
+  assert.equal(nft.transactions.length, before);
+  assert.equal(await policy.check(), true);
+  assert.ok(!nft.transactions.at(-1)!.includes('flannel-ipv4'), 'the policy owner wrote its own table only');
+});
+
+test('fully-random: kept when the dry run takes it, dropped when the kernel refuses it, kept (and reported) when the dry run fails either way', async () => {
+  const rules = { masquerade: true, forward: false, randomFully: true };
+  const v4 = [{ family: 4 as const, network: parseCidr('198.18.0.0/16'), subnet: parseCidr('198.18.5.0/24') }];
+  const cases: Array<[string, (text: string) => boolean, string, boolean]> = [
+    ['a kernel that takes it', () => false, 'accepted', true],
+    ['a kernel that refuses fully-random', (text) => text.includes('fully-random'), 'refused', false],
+    ['a dry run that fails for another reason (no nat support, say)', () => true, 'probe-failed', true],
+  ];
+  for (const [what, refuse, probe, fullyRandom] of cases) {
+    const nft = fakeNft({ refuse });
+    const log = recordingLogger();
+    const manager = await Nftables.create({ exec: nft.exec, log, resyncMs: 1000, rules });
+    assert.equal(manager.fullyRandomProbe, probe, what);
+    await manager.apply(v4);
+    assert.equal(nft.transactions.at(-1)!.includes('masquerade fully-random'), fullyRandom, what);
+    if (probe === 'probe-failed') assert.ok(log.lines.some((l) => l.level === 'error'), 'reported as a failure, not as a refusal');
+  }
+  const off = fakeNft();
+  assert.equal((await Nftables.create({ exec: off.exec, log: recordingLogger(), resyncMs: 1000, rules: { ...rules, randomFully: false } })).fullyRandomProbe, 'not-asked');
+});
+
+test('no nft on the node is a configuration error naming the package', async () => {
+  const exec: Exec = async (cmd) => {
+    throw new CommandError(`${cmd}: spawn ENOENT`, { errno: 'ENOENT' });
+  };
+  await assert.rejects(Nftables.create({ exec, log: recordingLogger(), resyncMs: 1000, rules: { masquerade: true, forward: true, randomFully: true } }), (err) => (err as { code?: string }).code === 'WEFT_ERR_CONFIG' && /nftables package/.test((err as Error).message));
+});
