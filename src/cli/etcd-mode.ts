@@ -1,0 +1,38 @@
+/** The etcd registry mode (the default): flannel's keys in etcd, the lease policy of LocalManager. */
+import type { Clock } from '../core/clock.js';
+import type { Logger } from '../core/log.js';
+import { checkBackend } from '../backend/registry.js';
+import { LocalManager } from '../subnet/local-manager.js';
+import { readSubnetEnv } from '../subnet/subnet-env.js';
+import { connectEtcd } from './etcd-connect.js';
+import type { FlagValues } from './flags.js';
+import type { agentFlags } from './options.js';
+import type { RegistryMode } from './registry-mode.js';
+
+export async function etcdMode(flags: FlagValues<typeof agentFlags>, log: Logger, clock?: Clock): Promise<RegistryMode> {
+  const { gateway, registry } = await connectEtcd(flags, log);
+  const previous = await readSubnetEnv(flags['subnet-file']);
+  for (const problem of previous.problems) log.warn({ file: flags['subnet-file'] }, `subnet file: ${problem}`);
+  const manager = new LocalManager({
+    registry,
+    log: log.child({ component: 'subnet' }),
+    renewMarginMs: flags['subnet-lease-renew-margin'] * 60_000,
+    checkConfig: checkBackend,
+    ...(clock ? { clock } : {}),
+    ...(previous.subnet || previous.ipv6Subnet ? { previous: { ...(previous.subnet ? { ipv4: previous.subnet } : {}), ...(previous.ipv6Subnet ? { ipv6: previous.ipv6Subnet } : {}) } } : {}),
+  });
+  return {
+    kind: 'etcd',
+    endpoints: etcdEndpoints(flags['etcd-endpoints']),
+    manager,
+    // etcd's watches belong to the manager's own calls: nothing runs beside them.
+    run: async () => undefined,
+    publicIpOverrides: async () => ({ publicIp: '', publicIpv6: '' }),
+    networkUp: async () => undefined,
+    close: () => gateway.close(),
+  };
+}
+
+export function etcdEndpoints(flag: string): string[] {
+  return flag.split(',').map((e) => e.trim()).filter((e) => e !== '');
+}

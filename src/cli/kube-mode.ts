@@ -1,0 +1,62 @@
+/**
+ * The Kubernetes registry mode (`--kube-subnet-mgr`): one client, one HTTP/2 connection, built
+ * here and shared with whatever else in the agent reads the API; the subnet manager's Node
+ * informer runs beside the agent.
+ */
+import { readFile } from 'node:fs/promises';
+import type { Clock } from '../core/clock.js';
+import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import { version } from '../core/version.js';
+import type { FlagValues } from './flags.js';
+import type { agentFlags } from './options.js';
+import type { RegistryMode } from './registry-mode.js';
+
+export interface KubeModeOptions {
+  readonly flags: FlagValues<typeof agentFlags>;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly log: Logger;
+  /** The health check's interval: an idle connection is PINGed that often, so /healthz can vouch for the watch without a request. */
+  readonly checkMs: number;
+  readonly clock?: Clock;
+}
+
+export async function kubeMode(options: KubeModeOptions): Promise<RegistryMode> {
+  const { flags, env, log } = options;
+  // Loaded only in this mode: the etcd agent never carries the Kubernetes client.
+  const [{ KubeManager }, { KubeClient }, { loadKubeAccess }] = await Promise.all([
+    import('../subnet/kube/kube-manager.js'),
+    import('../kube/kube-client.js'),
+    import('../kube/kube-access.js'),
+  ]);
+  const netConf = await readFile(flags['net-config-path'], 'utf8').catch((err: unknown) => {
+    throw new WeftError(ErrorCodes.CONFIG, `cannot read --net-config-path ${flags['net-config-path']}: ${errorMessage(err)}`, { cause: err });
+  });
+  const access = await loadKubeAccess({
+    ...(flags['kubeconfig-file'] ? { kubeconfigFile: flags['kubeconfig-file'] } : {}),
+    ...(flags['kube-api-url'] ? { apiUrl: flags['kube-api-url'] } : {}),
+    ...(env['KUBERNETES_SERVICE_HOST'] ? { serviceHost: env['KUBERNETES_SERVICE_HOST'] } : {}),
+    ...(env['KUBERNETES_SERVICE_PORT'] ? { servicePort: env['KUBERNETES_SERVICE_PORT'] } : {}),
+  });
+  log.info({ server: access.server.origin, from: access.source, auth: access.auth.kind }, 'using the Kubernetes API');
+  const client = new KubeClient({ access, log: log.child({ component: 'kube' }), userAgent: `weft/${version} (linux/${process.arch}) kubernetes`, pingIntervalMs: options.checkMs });
+  const manager = new KubeManager({
+    client,
+    netConf,
+    annotationPrefix: flags['kube-annotation-prefix'],
+    log: log.child({ component: 'subnet' }),
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(env['NODE_NAME'] ? { nodeName: env['NODE_NAME'] } : {}),
+    ...(env['POD_NAME'] ? { podName: env['POD_NAME'] } : {}),
+    ...(env['POD_NAMESPACE'] ? { podNamespace: env['POD_NAMESPACE'] } : {}),
+  });
+  return {
+    kind: 'kubernetes',
+    endpoints: [access.server.origin],
+    manager,
+    run: (signal) => manager.run(signal),
+    publicIpOverrides: (signal) => manager.nodePublicIps(signal),
+    networkUp: flags['set-node-network-unavailable'] ? (signal) => manager.networkUp(signal) : async () => undefined,
+    close: () => client.close(),
+  };
+}

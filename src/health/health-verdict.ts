@@ -1,0 +1,38 @@
+/**
+ * Whether the agent is healthy, as a pure function of what it knows: a lease, the registry's last
+ * answer about it, and when that came. `/healthz` serves it, `weft status` and the metrics show it.
+ *
+ * Unhealthy: before the first lease; when the registry said it does not hold this node's lease as
+ * published; when the registry has not confirmed it for more than three check intervals (one
+ * missed check is a blip, three a registry the node has lost).
+ */
+import type { HealthState } from './health-server.js';
+
+export interface HealthInput {
+  readonly now: number;
+  /** This node's subnets, once leased (for the details), else undefined: no lease yet. */
+  readonly subnet: string | undefined;
+  /** The subnet file is written and the rules are in: what `/readyz` says. */
+  readonly ready: boolean;
+  /** When the registry last confirmed the lease (ms since the epoch; 0: never). */
+  readonly lastContact: number;
+  /** Whether, at its last answer, the registry held this node's lease as published. */
+  readonly held: boolean;
+  /** Why the last check failed or what it found wrong; '' when it found nothing. */
+  readonly problem: string;
+  /** How often the registry is asked. */
+  readonly checkMs: number;
+}
+
+/** How many check intervals without the registry's word make the agent unhealthy. */
+export const missedChecks = 3;
+
+export function healthVerdict(input: HealthInput): HealthState {
+  const age = input.lastContact > 0 ? input.now - input.lastContact : Infinity;
+  const details = { subnet: input.subnet ?? null, lastRegistryContactMs: Number.isFinite(age) ? age : null };
+  const verdict = (healthy: boolean, reason: string): HealthState => ({ healthy, reason, ready: input.ready, details });
+  if (input.subnet === undefined) return verdict(false, 'no lease yet');
+  if (age > missedChecks * input.checkMs) return verdict(false, input.problem || 'no recent registry contact');
+  if (!input.held) return verdict(false, input.problem || 'the registry does not hold this node\'s lease');
+  return verdict(true, 'lease held');
+}
