@@ -14,6 +14,7 @@ import { readSubnetEnv } from '../subnet/subnet-env.js';
 import { formatCidr } from '../ip/cidr.js';
 import { isJsonObject } from '../json/go-json.js';
 import { CniCodes, CniError } from './cni-error.js';
+import { checkEnv } from './cni-env.js';
 import { buildDelegateConfig, requireSubnetEnv, sortedJson } from './delegate-config.js';
 import { type DelegateLimits, execDelegate, findPlugin } from './delegate.js';
 import { type FlannelNetConf, checkVersion, parseNetConf, supportedVersions, versionAtLeast } from './netconf.js';
@@ -73,21 +74,8 @@ export async function runCni(env: Env, io: CniIo): Promise<number> {
   }
 }
 
-function requireEnv(env: Env, names: readonly string[]): void {
-  const missing = names.filter((n) => !env[n]);
-  if (missing.length > 0) throw new CniError(CniCodes.INVALID_ENV, `required env variables [${missing.join(',')}] missing`);
-  const id = env['CNI_CONTAINERID'];
-  if (id !== undefined && names.includes('CNI_CONTAINERID') && !/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(id)) {
-    throw new CniError(CniCodes.INVALID_ENV, `invalid characters in containerID ${JSON.stringify(id)}`);
-  }
-  const ifname = env['CNI_IFNAME'];
-  if (ifname !== undefined && names.includes('CNI_IFNAME') && (ifname.length > 15 || ifname === '.' || ifname === '..' || /[/:\s]/.test(ifname))) {
-    throw new CniError(CniCodes.INVALID_ENV, `invalid interface name ${JSON.stringify(ifname)}`);
-  }
-}
-
 async function add(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
-  requireEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
+  checkEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
   try {
     await access(conf.subnetFile);
   } catch {
@@ -109,7 +97,7 @@ async function add(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
 }
 
 async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
-  requireEnv(env, ['CNI_CONTAINERID', 'CNI_IFNAME', 'CNI_PATH']);
+  checkEnv(env, ['CNI_CONTAINERID', 'CNI_IFNAME', 'CNI_PATH']);
   const id = env['CNI_CONTAINERID']!;
   const saved = await loadState(conf.dataDir, id);
   if (saved === undefined) return 0;
@@ -138,7 +126,7 @@ async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
  */
 async function check(conf: FlannelNetConf, env: Env): Promise<number> {
   if (!versionAtLeast(conf.cniVersion, '0.4.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow CHECK');
-  requireEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
+  checkEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
   const saved = await loadState(conf.dataDir, env['CNI_CONTAINERID']!);
   if (saved === undefined) throw new CniError(CniCodes.UNKNOWN_CONTAINER, `no saved state for container ${env['CNI_CONTAINERID']}: it was never added through this plugin`);
   const ranges = savedRanges(saved);
@@ -155,7 +143,7 @@ async function check(conf: FlannelNetConf, env: Env): Promise<number> {
 
 async function status(conf: FlannelNetConf, env: Env): Promise<number> {
   if (!versionAtLeast(conf.cniVersion, '1.1.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow STATUS');
-  requireEnv(env, ['CNI_PATH']);
+  checkEnv(env, ['CNI_PATH']);
   const parsed = await readSubnetEnv(conf.subnetFile).catch(() => undefined);
   if (!parsed || (parsed.networks.length === 0 && parsed.ipv6Networks.length === 0)) {
     throw new CniError(CniCodes.NOT_AVAILABLE, `the weft agent is not ready on this node: ${conf.subnetFile} is missing`);
@@ -166,7 +154,7 @@ async function status(conf: FlannelNetConf, env: Env): Promise<number> {
 
 async function gc(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   if (!versionAtLeast(conf.cniVersion, '1.1.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow GC');
-  requireEnv(env, ['CNI_PATH']);
+  checkEnv(env, ['CNI_PATH']);
   const valid = conf.raw['cni.dev/valid-attachments'];
   // Without the list, GC would delete every attachment: that is not what a runtime asks for.
   if (!Array.isArray(valid)) throw new CniError(CniCodes.INVALID_CONFIG, 'GC needs cni.dev/valid-attachments (the attachments to keep); nothing was removed');

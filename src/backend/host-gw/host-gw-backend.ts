@@ -12,6 +12,7 @@ import type { BackendFactory } from '../backend.js';
 import type { Program } from '../entry-kind.js';
 import { type FamilyPlane, familyName } from '../family-plane.js';
 import { inClusterScope, routeKind } from '../kinds/route-kind.js';
+import { podMtu } from '../mtu.js';
 import type { Refusal } from '../lease-program.js';
 import { OverlayNetwork, PlaneSet } from '../overlay-network.js';
 
@@ -38,7 +39,7 @@ export const hostGwBackend: BackendFactory = {
     };
     const driver = {
       type: 'host-gw',
-      mtu: ext.mtu,
+      mtu: podMtu('none', ext.mtu, planes.families),
       kinds: [routeKind({ netlink: deps.netlink, families: () => planes.families, owns })],
       programFamily(lease: Lease, plane: FamilyPlane): Program | Refusal {
         const gateway = publicIpOf(lease.attrs, plane.family)!;

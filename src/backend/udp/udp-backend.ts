@@ -19,6 +19,7 @@ import type { BackendDeps, BackendFactory } from '../backend.js';
 import type { EntryKind, Program } from '../entry-kind.js';
 import type { FamilyPlane } from '../family-plane.js';
 import { routeKind } from '../kinds/route-kind.js';
+import { podMtu } from '../mtu.js';
 import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network.js';
 import { Forwarder } from './forwarder.js';
 import { TunDevice } from './tun-device.js';
@@ -26,8 +27,6 @@ import { TunnelTable } from './tunnel-kind.js';
 import { type UdpTunAddon, udpTunAddon } from './udp-addon.js';
 import { type UdpConfig, parseUdpConfig } from './udp-config.js';
 
-/** IPv4 20 + UDP 8, as flannel. */
-export const udpOverhead = 28;
 const socketHandoverName = 'udp-socket';
 
 export const udpBackend: BackendFactory = {
@@ -64,7 +63,7 @@ class UdpDriver implements BackendDriver {
     this.#deps = deps;
     this.#planes = planes;
     this.#addon = addon;
-    this.mtu = deps.extIface.mtu - udpOverhead;
+    this.mtu = podMtu('udp', deps.extIface.mtu, [4]);
     const network = this.#plane.network;
     this.#tun = new TunDevice({ addon, netlink: deps.netlink, log: deps.log, mtu: this.mtu, network, ...handover(deps) });
     this.#forwarder = new Forwarder(addon);

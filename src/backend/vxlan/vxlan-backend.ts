@@ -12,6 +12,7 @@ import { type Lease, type LeaseAttrs, backendDataOf, publicIpOf, subnetOf } from
 import type { BackendDeps, BackendFactory } from '../backend.js';
 import type { EntryKind, ManagedDevice, Program } from '../entry-kind.js';
 import type { FamilyPlane } from '../family-plane.js';
+import { deviceMtu, podMtu } from '../mtu.js';
 import { fdbKind } from '../kinds/fdb-kind.js';
 import { neighbourKind } from '../kinds/neighbour-kind.js';
 import { inClusterScope, routeKind } from '../kinds/route-kind.js';
@@ -19,14 +20,6 @@ import type { Refusal } from '../lease-program.js';
 import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network.js';
 import { type VxlanConfig, parseVxlanConfig } from './vxlan-config.js';
 import { VxlanDevice } from './vxlan-device.js';
-
-/**
- * Outer Ethernet-less overhead: inner Ethernet 14 + vxlan 8 + UDP 8 + IP 20 or 40. flannel uses
- * 50 for both families, but the kernel caps an IPv6 vxlan device at underlay − 70 (it reported
- * 1430 when asked for 1450 over a 1500-byte link), so FLANNEL_MTU is the smaller of the devices'
- * MTUs: a pod packet then fits whichever family carries it (spec §12 item 15).
- */
-export const vxlanOverhead = { 4: 50, 6: 70 } as const;
 
 export const vxlanBackend: BackendFactory = {
   checkOptions(config) {
@@ -54,7 +47,7 @@ class VxlanDriver implements BackendDriver {
     this.#planes = planes;
     this.#ext = deps.extIface;
     const underlay = vx.mtu ?? deps.extIface.mtu;
-    this.mtu = Math.min(...planes.all.map((p) => underlay - vxlanOverhead[p.family]));
+    this.mtu = podMtu('vxlan', underlay, planes.families);
     this.devices = planes.all.map(
       (plane) =>
         new VxlanDevice({
@@ -62,7 +55,7 @@ class VxlanDriver implements BackendDriver {
           log: deps.log,
           plane,
           spec: { vni: vx.vni, underlay: deps.extIface.index, local: plane.publicIp, port: vx.port, learning: vx.learning, gbp: vx.gbp },
-          mtu: underlay - vxlanOverhead[plane.family],
+          mtu: deviceMtu('vxlan', underlay, plane.family),
           ...previousMac(deps.previous, plane.family),
         }),
     );
