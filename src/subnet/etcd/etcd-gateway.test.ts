@@ -115,6 +115,33 @@ test('a large prefix is read in pages at one revision', { timeout: 60_000 }, asy
   assert.ok(res.revision > 0);
 });
 
+test('a paged read reports the revision it was pinned to, not a later page\'s, even when etcd moves on between pages', { timeout: 60_000 }, async (t) => {
+  await using etcd = await startEtcd();
+  for (let i = 0; i < 5; i++) await etcd.admin.put(`/pin/${i}`, String(i), t5());
+  const before = (await etcd.admin.range('/pin/', { prefix: true, signal: t5() })).revision;
+  // A relay in front of the real etcd that writes a key of its own before the second page goes on.
+  let ranges = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', async () => {
+      if (req.url === '/v3/kv/range' && ++ranges === 2) await etcd.admin.put('/pin/9', 'written between pages', t5());
+      const answer = await fetch(new URL(req.url ?? '/', etcd.endpoint), { method: 'POST', body: Buffer.concat(chunks), headers: { 'content-type': 'application/json' } });
+      res.writeHead(answer.status, { 'content-type': 'application/json' });
+      res.end(Buffer.from(await answer.arrayBuffer()));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise((resolve) => server.close(resolve)));
+  const gw = new EtcdGateway({ endpoints: [`http://127.0.0.1:${(server.address() as AddressInfo).port}`] });
+  t.after(() => gw.close());
+  const res = await gw.range('/pin/', { prefix: true, pageSize: 2, signal: t5() });
+  assert.ok(ranges >= 3, 'read in pages');
+  assert.equal(res.revision, before, 'the revision of the first page, which every page was read at');
+  assert.deepEqual(res.kvs.map((kv) => kv.key), ['/pin/0', '/pin/1', '/pin/2', '/pin/3', '/pin/4'], 'and nothing written after it');
+  assert.ok((await etcd.admin.range('/pin/9', { signal: t5() })).revision > before);
+});
+
 /** A server on 127.0.0.1 that accepts connections and never answers, or answers every request with `respond`. */
 async function fakeEndpoint(t: { after(fn: () => Promise<void> | void): void }, respond?: (res: ServerResponse) => void): Promise<string> {
   const sockets = new Set<Socket>();
