@@ -116,13 +116,21 @@ async function populate(cluster: Cluster, entries: Array<[string, string]>): Pro
 /**
  * Node flags to compare with the shipped ones (bin/weft), given in BENCH_PROFILES as
  * `name=flags;name=flags` (added after bin/weft's own); the shipped flags always come first.
+ * BENCH_BASELINE=<checkout>/bin/weft adds another build of weft, as shipped, to every registry's
+ * runs (named by BENCH_BASELINE_NAME), so that a change is measured against what it changed in
+ * one run; BENCH_PROFILES= (empty) leaves the flag comparison out.
  */
 function profiles(): Array<{ name: string; env: NodeJS.ProcessEnv }> {
   const extra = (process.env['BENCH_PROFILES'] ?? 'with V8\'s optimizing compilers=--maglev --turbofan').split(';').filter(Boolean).map((p) => {
     const at = p.indexOf('=');
     return { name: p.slice(0, at), env: { WEFT_NODE_FLAGS: p.slice(at + 1) } };
   });
-  return [{ name: 'as shipped', env: {} }, ...extra];
+  return [{ name: 'as shipped', env: {} }, ...baseline(), ...extra];
+}
+
+function baseline(): Array<{ name: string; env: NodeJS.ProcessEnv }> {
+  const bin = process.env['BENCH_BASELINE'];
+  return bin ? [{ name: process.env['BENCH_BASELINE_NAME'] ?? `as shipped, ${bin}`, env: { WEFT_TEST_AGENT_BIN: bin } }] : [];
 }
 
 interface ConvergenceRow {
@@ -196,15 +204,17 @@ async function largestRegions(pid: number): Promise<string> {
 async function convergence(): Promise<void> {
   const peers = 1000;
   const registries = (process.env['BENCH_REGISTRIES'] ?? 'etcd,kube,dual').split(',') as Registry[];
-  const latencies = new Map<Registry, { add: number[]; del: number[] }>();
+  /** By registry and build: the shipped build, and the baseline build if there is one. */
+  const latencies = new Map<string, { add: number[]; del: number[] }>();
   const results: Array<{ registry: Registry; name: string; flags: string; rows: ConvergenceRow[] }> = [];
+  const builds = 1 + baseline().length;
   for (const registry of registries) {
-    if (registry !== 'dual') latencies.set(registry, { add: [], del: [] });
-    // kube mode and dual-stack: the shipped flags only; the flag comparison is the same in all modes.
-    for (const profile of registry === 'etcd' ? profiles() : profiles().slice(0, 1)) {
+    // kube mode and dual-stack: the shipped flags only (and the baseline build, if any); the flag comparison is the same in all modes.
+    for (const [i, profile] of (registry === 'etcd' ? profiles() : profiles().slice(0, builds)).entries()) {
       const rows: ConvergenceRow[] = [];
-      const first = !results.some((r) => r.registry === registry) && registry !== 'dual';
-      for (let run = 0; run < runs; run++) rows.push(await convergenceRun(registry, profile.env, peers, first ? latencies.get(registry) : undefined));
+      const timed = i < builds && registry !== 'dual' ? { add: [], del: [] } : undefined;
+      if (timed) latencies.set(builds > 1 ? `${registry} | ${profile.name}` : registry, timed);
+      for (let run = 0; run < runs; run++) rows.push(await convergenceRun(registry, profile.env, peers, timed));
       results.push({ registry, name: profile.name, flags: profile.env['WEFT_NODE_FLAGS'] ?? '', rows });
     }
   }
@@ -230,8 +240,8 @@ async function convergence(): Promise<void> {
     `With the 1000 peers programmed (agent as shipped): one peer added, then removed, by a process in the node's namespace (etcd: a lease written and deleted; kube: a Node created and deleted by an admin), which times from the registry's answer to the kernel's route notification (netlink, no polling). Medians of ${runs * 5} (runs × 5).`,
   );
   say();
-  say('| registry | peer added → route in kernel (ms) | peer removed → route gone (ms) |');
-  say('|---|---|---|');
+  say(builds > 1 ? '| registry | agent | peer added → route in kernel (ms) | peer removed → route gone (ms) |' : '| registry | peer added → route in kernel (ms) | peer removed → route gone (ms) |');
+  say(builds > 1 ? '|---|---|---|---|' : '|---|---|---|');
   for (const [registry, l] of latencies) say(`| ${registry} | ${fmt(median(l.add), 1)} | ${fmt(median(l.del), 1)} |`);
   say();
 }

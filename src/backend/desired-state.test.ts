@@ -32,9 +32,13 @@ test('removing a program forgets exactly its entries, kind by kind', () => {
   assert.equal(want.of(b).size, 0);
 });
 
-test('a program naming a kind its backend did not declare is a bug, said at once', () => {
+test('a program naming a kind its backend did not declare is a bug, said at once; a kind a program leaves empty is nothing', () => {
   const want = new DesiredState([a]);
-  assert.throws(() => want.add({ c: [{ id: 'x', value: 1 }] }), (err) => isWeftError(err, 'WEFT_ERR_INTERNAL'));
+  assert.throws(() => want.add({ c: [{ id: 'x', value: 1 }] }), (err) => isWeftError(err, 'WEFT_ERR_INTERNAL') && /"c"/.test(err.message));
+  want.add({ a: undefined });
+  assert.equal(want.of(a).size, 0);
+  want.remove({ a: undefined });
+  assert.equal(want.of(a).size, 0);
 });
 
 test('two programs under one key: the later one counts, and removing it brings back the earlier', () => {
@@ -53,11 +57,20 @@ test('two programs under one key: the later one counts, and removing it brings b
   assert.equal(index.get(key), first);
   index.remove(first);
   assert.equal(index.has(key), false);
-  // Three sharers: removing the middle one keeps the last as the one that counts.
+  // Three sharers: the last added counts; removing the middle one keeps it.
   const third = { ...first, dst: 'c' };
   for (const e of [first, second, third]) index.add(e);
+  assert.equal(index.get(key), third);
+  index.remove({ ...second }); // a lookalike, not a sharer: nothing happens
+  assert.equal(index.get(key), third);
   index.remove(second);
   assert.equal(index.get(key), third);
   index.remove(third);
   assert.equal(index.get(key), first);
+  // The first of two sharers goes: the other remains, alone.
+  index.add(second);
+  index.remove(first);
+  assert.equal(index.get(key), second);
+  index.remove(second);
+  assert.equal(index.size, 0);
 });

@@ -61,6 +61,11 @@ test('a lease is the union of its families\' programs; a bad family is left out 
   assert.equal(none.code, 'not_unicast');
   const byBackend = programFamilies(lease(2), planes, (l, p) => (p.family === 6 ? { refused: 'no VtepMAC', code: 'bad_vtep_mac' } : route(l, p)));
   assert.ok(!isRefusal(byBackend) && byBackend.refused === 'IPv6: no VtepMAC');
+  const sparse = programFamilies(lease(2), planes, (l, p) => ({ route: route(l, p).route, fdb: undefined }));
+  assert.ok(!isRefusal(sparse));
+  assert.deepEqual(Object.keys(sparse.entries), ['route'], 'a kind a family leaves out is no entry');
+  const noPlanes = programFamilies(lease(2), [], route);
+  assert.ok(isRefusal(noPlanes) && noPlanes.code === 'refused', 'no family at all: refused, without a family to name');
   const single = programFamilies(lease(2, { publicIp: parseIp('127.0.0.1') }), [planes[0]!], route);
   assert.ok(isRefusal(single));
   assert.match(single.refused, /^its public IP 127\.0\.0\.1/, 'one family: no family prefix');

@@ -83,8 +83,26 @@ test('unicast: the edges of each excluded range', () => {
   for (const [text, unicast] of cases) assert.equal(isUnicast(parseIp(text)), unicast, text);
 });
 
-test('a refusal names what it saw, for the log line and weft status', () => {
-  assert.match(peerProblem(withSubnet({ ipv4: parseCidr('198.19.2.0/24') }), v4)?.refused ?? '', /198\.19\.2\.0\/24 is outside the network 198\.18\.0\.0\/16/);
-  assert.match(peerProblem(withSubnet({ ipv4: parseCidr('198.18.2.128/25') }), v4)?.refused ?? '', /\/25 is not the configured SubnetLen \/24/);
-  assert.match(peerProblem(withAttrs({ publicIp: parseIp('224.0.0.1') }), v4)?.refused ?? '', /224\.0\.0\.1 is not a unicast address/);
+test('a refusal says what it saw, in the family\'s own words, for the log line and weft status', () => {
+  const cases: Array<[Lease, FamilyPlane, string]> = [
+    [without('ipv4'), v4, 'it has no IPv4 subnet'],
+    [without('ipv6'), v6, 'it has no IPv6 subnet'],
+    [withSubnet({ ipv4: parseCidr('198.19.2.0/24') }), v4, 'its subnet 198.19.2.0/24 is outside the network 198.18.0.0/16'],
+    [withSubnet({ ipv6: parseCidr('2001:db8:1900::/64') }), v6, 'its IPv6 subnet 2001:db8:1900::/64 is outside the IPv6 network 2001:db8:1800::/56'],
+    [withSubnet({ ipv4: parseCidr('198.18.0.0/16') }), v4, 'its subnet 198.18.0.0/16 is the whole network'],
+    [withSubnet({ ipv6: parseCidr('2001:db8:1800::/56') }), v6, 'its IPv6 subnet 2001:db8:1800::/56 is the whole IPv6 network'],
+    [withSubnet({ ipv4: parseCidr('198.18.2.128/25') }), v4, 'its subnet length /25 is not the configured SubnetLen /24'],
+    [withSubnet({ ipv6: parseCidr('2001:db8:1800:2::/80') }), v6, 'its IPv6 subnet length /80 is not the configured IPv6SubnetLen /64'],
+    [withSubnet({ ipv4: parseCidr('198.18.1.0/24') }), v4, 'its subnet overlaps this node\'s own'],
+    [withSubnet({ ipv6: parseCidr('2001:db8:1800:1::/64') }), v6, 'its IPv6 subnet overlaps this node\'s own'],
+    [without('publicIp'), v4, 'it has no public IPv4 address'],
+    [without('publicIpv6'), v6, 'it has no public IPv6 address'],
+    [withAttrs({ publicIpv6: parseIp('203.0.113.9') }), v6, 'its public IPv6 address 203.0.113.9 is of the other family'],
+    [withAttrs({ publicIp: parseIp('198.18.7.1') }), v4, 'its public IP 198.18.7.1 lies inside the pod network'],
+    [withAttrs({ publicIp: parseIp('203.0.113.1') }), v4, 'its public IP 203.0.113.1 is this node\'s own'],
+    [withAttrs({ publicIp: parseIp('224.0.0.1') }), v4, 'its public IP 224.0.0.1 is not a unicast address'],
+    [withAttrs({ backendData: '{"VNI":' }), v4, 'its BackendData is not JSON: {"VNI":'],
+    [withAttrs({ backendV6Data: 'x'.repeat(100) }), v6, `its BackendV6Data is not JSON: ${'x'.repeat(80)}`],
+  ];
+  for (const [lease, plane, refused] of cases) assert.equal(peerProblem(lease, plane)?.refused, refused);
 });

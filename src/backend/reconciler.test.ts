@@ -52,7 +52,7 @@ function vxlanKinds(nl: FakeNetlink): EntryKind[] {
   ];
 }
 
-function start(t: TestContext, initial: Lease[], options: { refuse?: Set<number>; kinds?: (nl: FakeNetlink) => EntryKind[]; program?: (l: Lease) => PeerProgram | Refusal; own?: () => Program; clock?: ManualClock; retry?: ReconcilerOptions['retry'] } = {}) {
+function start(t: TestContext, initial: Lease[], options: { refuse?: Set<number>; kinds?: (nl: FakeNetlink) => EntryKind[]; program?: (l: Lease) => PeerProgram | Refusal | null; own?: () => Program; clock?: ManualClock; retry?: ReconcilerOptions['retry'] } = {}) {
   const nl = new FakeNetlink([{ index: ext, name: 'eth0', mtu: 1500 }, { index: dev, name: 'flannel.1', mtu: 1450 }]);
   const log = recordingLogger();
   const ctl = new AbortController();
@@ -247,4 +247,245 @@ test('failed writes are retried after a backoff that doubles while they keep fai
   nl.kernel.deleteRoute(parseCidr('198.18.2.0/24'));
   await until('back after one more refusal', () => nl.routeTable.has('198.18.2.0/24'));
   assert.deepEqual(gaps(), [505], 'the backoff started over');
+});
+
+test('the facts for /metrics: every write by kind, op and outcome; repairs only after the first pass, by kind; durations in seconds', async (t) => {
+  const writes: string[] = [];
+  const repairs: string[] = [];
+  const durations: number[] = [];
+  t.after(subscribe('kernel.write', (m) => writes.push(`${m.kind} ${m.op} ${m.ok}`)));
+  t.after(subscribe('repair', (m) => repairs.push(m.kind)));
+  t.after(subscribe('reconcile', (m) => durations.push(m.seconds)));
+  t.after(subscribe('events.applied', (m) => durations.push(m.seconds)));
+  const { nl, events, counts } = start(t, [lease(2)]);
+  await waitUntil('programmed', () => counts().routes === 1);
+  assert.deepEqual(writes, ['neighbour replace true', 'fdb replace true', 'route replace true']);
+  assert.deepEqual(repairs, [], 'the first programming is no repair');
+  writes.length = 0;
+  nl.kernel.deleteRoute(parseCidr('198.18.2.0/24'));
+  nl.kernel.addRoute({ dst: parseCidr('198.18.9.0/24'), gateway: parseIp('198.18.9.0'), index: dev, onlink: true });
+  await waitUntil('repaired', () => repairs.length === 2);
+  assert.deepEqual(repairs, ['route', 'route']);
+  assert.deepEqual(writes.sort(), ['route delete true', 'route replace true']);
+  writes.length = 0;
+  nl.failNext('replaceNeighbour');
+  events.push([{ type: 'added', lease: lease(3) }]);
+  await waitUntil('the failure and the retry', () => writes.includes('neighbour replace false') && counts().routes === 2, 10_000);
+  assert.ok(durations.length >= 3 && durations.every((s) => s >= 0 && s < 60), durations.join(' '));
+});
+
+test('a quiet kernel costs nothing: after the first pass, none until a change or the period (60 s); then one per period', async (t) => {
+  const clock = new ManualClock();
+  let passes = 0;
+  t.after(subscribe('reconcile', () => void passes++));
+  start(t, [lease(2)], { clock });
+  await clock.advance(10);
+  assert.equal(passes, 1, 'the first pass');
+  await clock.advance(59_000);
+  assert.equal(passes, 1, 'nothing happened: no pass');
+  await clock.advance(1000 + 10);
+  assert.equal(passes, 2, 'the periodic pass');
+  await clock.advance(60_000 + 10);
+  assert.equal(passes, 3);
+});
+
+test('links: a change to the backend\'s own device or the external interface makes a pass, a pod\'s veth does not', async (t) => {
+  const clock = new ManualClock();
+  let passes = 0;
+  t.after(subscribe('reconcile', () => void passes++));
+  const { nl } = start(t, [lease(2)], { clock });
+  await clock.advance(10);
+  assert.equal(passes, 1);
+  nl.linkTable.set(40, { index: 40, name: 'veth1', mtu: 1500, up: true });
+  await nl.setLink(40, { up: false });
+  await nl.addAddress(40, parseIp('198.18.1.5'), 24);
+  await clock.advance(100);
+  assert.equal(passes, 1, 'pods come and go');
+  await nl.setLink(ext, { mtu: 1400 });
+  await clock.advance(100);
+  assert.equal(passes, 2, 'the external interface changed');
+  await nl.addAddress(dev, parseIp('198.18.1.0'), 32);
+  await clock.advance(100);
+  assert.equal(passes, 3, 'an address of the device changed');
+  nl.kernel.addRoute({ dst: parseCidr('198.18.2.0/24'), gateway: parseIp('198.18.2.0'), index: dev, onlink: true });
+  await clock.advance(100);
+  assert.equal(passes, 3, 'the echo of a wanted route is no change');
+});
+
+test('nothing is written before the first batch of leases, whatever the kernel says meanwhile', async (t) => {
+  const clock = new ManualClock();
+  let passes = 0;
+  t.after(subscribe('reconcile', () => void passes++));
+  const nl = new FakeNetlink([{ index: ext, name: 'eth0', mtu: 1500 }, { index: dev, name: 'flannel.1', mtu: 1450 }]);
+  const ctl = new AbortController();
+  const reconciler = new Reconciler({ netlink: nl, log: recordingLogger(), clock, debounceMs: 5, scope: { kinds: vxlanKinds(nl), families: [4], program, links: () => [dev, ext] } });
+  const running = reconciler.run(leaseFeed(ctl.signal).events, ctl.signal).catch(() => undefined);
+  t.after(async () => {
+    ctl.abort();
+    await running;
+  });
+  await settle();
+  nl.kernel.addRoute({ dst: parseCidr('198.18.9.0/24'), gateway: parseIp('198.18.9.0'), index: dev, onlink: true });
+  nl.kernel.garbled();
+  await clock.advance(61_000);
+  assert.equal(passes, 0);
+  assert.deepEqual(nl.writes, []);
+  assert.deepEqual(reconciler.status(), []);
+});
+
+test('a recreated device gets every program again, under its new index; the node\'s own entries move with it', async (t) => {
+  let index = dev;
+  let recreate = false;
+  const nl = new FakeNetlink([{ index: ext, name: 'eth0', mtu: 1500 }, { index: dev, name: 'flannel.1', mtu: 1450 }, { index: 21, name: 'flannel.1', mtu: 1450 }]);
+  const devices = () => [{ index, family: 4 as const }];
+  const kinds = [
+    neighbourKind({ netlink: nl, devices }),
+    fdbKind({ netlink: nl, devices }),
+    routeKind({ netlink: nl, families: () => [4], owns: (r: RouteInfo) => inClusterScope(r.dst, network, own) && r.index === index }),
+  ];
+  const onDevice = (l: Lease): PeerProgram => {
+    const p = program(l);
+    const e = p.entries as { neighbour: Array<{ index: number }>; fdb: Array<{ index: number }>; route: Array<{ index: number }> };
+    return { ...p, entries: { neighbour: e.neighbour.map((x) => ({ ...x, index })), fdb: e.fdb.map((x) => ({ ...x, index })), route: e.route.map((x) => ({ ...x, index })) } };
+  };
+  const repaired: string[] = [];
+  t.after(subscribe('repair', (m) => repaired.push(m.kind)));
+  const ctl = new AbortController();
+  const feed = leaseFeed(ctl.signal);
+  const reconciler = new Reconciler({
+    netlink: nl,
+    log: recordingLogger(),
+    debounceMs: 5,
+    scope: {
+      kinds,
+      families: [4],
+      program: onDevice,
+      own: () => ({ route: [{ dst: parseCidr('198.18.1.0/32'), index }] }),
+      repairDevices: async () => {
+        if (!recreate) return false;
+        recreate = false;
+        index = 21;
+        return true;
+      },
+      links: () => [index, ext],
+    },
+  });
+  const running = reconciler.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(async () => {
+    ctl.abort();
+    await running;
+  });
+  feed.push([{ type: 'added', lease: lease(2) }]);
+  await waitUntil('programmed on the first device', () => nl.routeTable.get('198.18.2.0/24')?.index === dev);
+  recreate = true;
+  nl.kernel.garbled();
+  await waitUntil('programmed on the new device', () => nl.routeTable.get('198.18.2.0/24')?.index === 21 && nl.fdbTable.has(`21 ${mac(2)}`) && nl.neighTable.has('21 198.18.2.0'));
+  assert.equal(nl.routeTable.get('198.18.1.0/32')?.index, 21, 'the own route too');
+  assert.ok(repaired.includes('device'));
+  assert.equal(nl.fdbTable.has(`${dev} ${mac(2)}`), true, "the old device's entries are the old device's business (it is gone)");
+});
+
+test('a lease that becomes unusable, or of another backend, takes its entries out; status follows, keeping when a refusal began', async (t) => {
+  const clock = new ManualClock();
+  let verdict: 'ok' | 'refuse' | 'refuse-again' | 'ignore' = 'ok';
+  const { nl, events, reconciler } = start(t, [lease(2)], {
+    clock,
+    program: (l) => (verdict === 'ok' ? program(l) : verdict === 'ignore' ? null : { refused: verdict === 'refuse' ? 'bad' : 'worse', code: 'bad_vtep_mac' }) as PeerProgram | Refusal,
+  });
+  await clock.advance(10);
+  assert.equal(nl.routeTable.size, 1);
+  verdict = 'refuse';
+  events.push([{ type: 'added', lease: lease(2) }]);
+  await clock.advance(10);
+  assert.equal(nl.routeTable.size + nl.neighTable.size + nl.fdbTable.size, 0, 'refused: every entry out');
+  const since = reconciler.status()[0]!.since;
+  assert.deepEqual([reconciler.status()[0]!.state, reconciler.status()[0]!.reason], ['refused', 'bad']);
+  await clock.advance(5000);
+  events.push([{ type: 'added', lease: lease(2) }]);
+  await clock.advance(10);
+  assert.equal(reconciler.status()[0]!.since, since, 'the same refusal: since when it began');
+  verdict = 'refuse-again';
+  events.push([{ type: 'added', lease: lease(2) }]);
+  await clock.advance(10);
+  assert.ok(reconciler.status()[0]!.since > since, 'another reason: a new since');
+  verdict = 'ok';
+  events.push([{ type: 'added', lease: lease(2) }]);
+  await clock.advance(10);
+  assert.equal(nl.routeTable.size, 1);
+  assert.equal(reconciler.status()[0]!.state, 'programmed');
+  verdict = 'ignore';
+  events.push([{ type: 'added', lease: lease(2) }]);
+  await clock.advance(10);
+  assert.equal(nl.routeTable.size, 0, "another backend's lease: ignored quietly, its old entries out");
+  assert.deepEqual(reconciler.status(), []);
+});
+
+test('refresh computes every program again: a peer refused for overlapping the old own subnet is programmed once the own subnet moves', async (t) => {
+  let ownSubnet = parseCidr('198.18.2.0/24');
+  const guarded = (l: Lease): PeerProgram | Refusal => (l.subnet.ipv4!.ip.value === ownSubnet.ip.value ? { refused: 'overlaps', code: 'overlaps_own' } : program(l));
+  const { nl, reconciler } = start(t, [lease(2), lease(3)], { program: guarded });
+  await waitUntil('peer 3 programmed, peer 2 refused', () => nl.routeTable.size === 1 && reconciler.status().some((p) => p.state === 'refused'));
+  ownSubnet = parseCidr('198.18.3.0/24');
+  await reconciler.refresh(AbortSignal.timeout(5000));
+  assert.deepEqual([...nl.routeTable.keys()], ['198.18.2.0/24']);
+  assert.deepEqual(reconciler.status().map((p) => `${p.subnet} ${p.state}`), ['198.18.2.0/24 programmed', '198.18.3.0/24 refused']);
+});
+
+test('a whole refusal counts in every family of a dual-stack scope; a partial one only in its own', async (t) => {
+  const published: Array<WeftEvents['peers']> = [];
+  t.after(subscribe('peers', (m) => published.push(m)));
+  const nl = new FakeNetlink([{ index: ext, name: 'eth0', mtu: 1500 }, { index: dev, name: 'flannel.1', mtu: 1450 }]);
+  const ctl = new AbortController();
+  const feed = leaseFeed(ctl.signal);
+  const reconciler = new Reconciler({
+    netlink: nl,
+    log: recordingLogger(),
+    debounceMs: 5,
+    scope: {
+      kinds: vxlanKinds(nl),
+      families: [4, 6],
+      program: (l) => (third(l) === 9 ? { refused: 'no', code: 'bad_vtep_mac' } : { ...program(l), refused: 'IPv6: none', refusedFamilies: [{ family: 6, code: 'no_subnet' }] }),
+      links: () => [dev, ext],
+    },
+  });
+  const running = reconciler.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(async () => {
+    ctl.abort();
+    await running;
+  });
+  feed.push([{ type: 'added', lease: lease(2) }, { type: 'added', lease: lease(9) }]);
+  await waitUntil('published for both families', () => published.length >= 2);
+  assert.deepEqual(published.slice(-2), [
+    { family: 4, programmed: 1, refused: { bad_vtep_mac: 1 } },
+    { family: 6, programmed: 0, refused: { bad_vtep_mac: 1, no_subnet: 1 } },
+  ]);
+});
+
+test('removing one of two peers with identical shared entries writes nothing for what the other still wants as it is', async (t) => {
+  const shared = '0e:00:00:00:00:99';
+  const twin = (n: number): Lease => ({ ...lease(n, shared), attrs: { ...lease(n, shared).attrs, publicIp: parseIp('203.0.113.50') } });
+  const { nl, events, counts } = start(t, [twin(2), twin(3)]);
+  await waitUntil('both', () => counts().routes === 2);
+  const before = nl.writes.length;
+  events.push([{ type: 'removed', lease: twin(3) }]);
+  await waitUntil('one', () => counts().routes === 1);
+  assert.deepEqual(nl.writes.slice(before), ['deleteRoute 198.18.3.0/24', `deleteNeighbour ${dev} 198.18.3.0`], 'the FDB entry stays as it is');
+});
+
+test('a failed FDB write takes back the neighbour, and only the kinds before it', async (t) => {
+  const { nl, events, counts } = start(t, [lease(2)]);
+  await waitUntil('programmed', () => counts().routes === 1);
+  const before = nl.writes.length;
+  nl.failNext('replaceFdb', 1000);
+  events.push([{ type: 'added', lease: lease(3) }]);
+  await waitUntil('rolled back', () => nl.writes.includes(`deleteNeighbour ${dev} 198.18.3.0`));
+  assert.deepEqual(nl.writes.slice(before, before + 2), [`replaceNeighbour ${dev} 198.18.3.0`, `deleteNeighbour ${dev} 198.18.3.0`]);
+});
+
+test('events applied under a stopped signal program nothing', async (t) => {
+  const { nl, reconciler } = start(t, [lease(2)]);
+  await waitUntil('programmed', () => nl.routeTable.size === 1);
+  const before = nl.writes.length;
+  await reconciler.apply([{ type: 'added', lease: lease(4) }], AbortSignal.abort());
+  assert.equal(nl.writes.length, before);
 });

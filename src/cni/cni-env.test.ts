@@ -34,3 +34,21 @@ test('an interface name the kernel would refuse is refused', () => {
   for (const name of ['', '.', '..', 'x'.repeat(16), 'a/b', 'a:b', 'a b', 'a\tb', 'ééééééééé']) assert.equal(validInterfaceName(name), false, name);
   assert.equal(code({ ...good, CNI_IFNAME: 'eth0/../x' }), 4);
 });
+
+test('what a command does not need is not checked, and each problem says what it is', () => {
+  const message = (env: Record<string, string | undefined>, names = all): string => {
+    try {
+      checkEnv(env, names);
+      return 'fine';
+    } catch (err) {
+      return (err as Error).message;
+    }
+  };
+  assert.equal(message({ ...good, CNI_NETNS: undefined, CNI_PATH: '' }), 'required env variables [CNI_NETNS,CNI_PATH] missing');
+  assert.equal(message({ ...good, CNI_CONTAINERID: '../x' }), 'invalid characters in containerID "../x"');
+  assert.equal(message({ ...good, CNI_IFNAME: 'a/b' }), 'invalid interface name "a/b"');
+  // STATUS needs neither: a bad value of a variable it does not read is none of its business.
+  assert.equal(message({ CNI_CONTAINERID: '../x', CNI_IFNAME: 'a/b' }, []), 'fine');
+  assert.equal(message({ CNI_CONTAINERID: '../x', CNI_IFNAME: 'eth0' }, ['CNI_IFNAME']), 'fine');
+  assert.equal(message({ CNI_CONTAINERID: 'ok', CNI_IFNAME: 'a/b' }, ['CNI_CONTAINERID']), 'fine');
+});

@@ -72,3 +72,41 @@ test('netconf parsing: decode errors are code 6, a missing name code 7, versions
   assert.deepEqual([conf.name, conf.subnetFile, conf.dataDir, conf.cniVersion], ['n', '/a', '/b', '0.1.0']);
   assert.ok(versionAtLeast('1.1.0', '0.4.0') && !versionAtLeast('0.3.1', '0.4.0'));
 });
+
+test('an incomplete subnet file: the error names the file, each missing variable, and what was wrong in the file', () => {
+  const message = (text: string): string => {
+    try {
+      env(text);
+    } catch (err) {
+      assert.ok(err instanceof CniError && err.code === 999);
+      return err.message;
+    }
+    return 'complete';
+  };
+  assert.equal(
+    message('FLANNEL_SUBNET=198.18.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n'),
+    "failed to load flannel 'subnet.env' file: /run/flannel/subnet.env is missing FLANNEL_NETWORK, FLANNEL_IPV6_NETWORK. Check the flannel pod log for this node.",
+  );
+  assert.equal(
+    message('FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.1.1/24\nFLANNEL_MTU=x\nFLANNEL_IPMASQ=maybe\n'),
+    "failed to load flannel 'subnet.env' file: /run/flannel/subnet.env is missing FLANNEL_MTU, FLANNEL_IPMASQ (FLANNEL_MTU is not an MTU from 68 to 65535: x; FLANNEL_IPMASQ is not true or false: maybe). Check the flannel pod log for this node.",
+  );
+  assert.equal(message('FLANNEL_IPV6_NETWORK=2001:db8:1800::/56\nFLANNEL_IPV6_SUBNET=2001:db8:1800:e::1/64\nFLANNEL_MTU=1430\nFLANNEL_IPMASQ=false\n'), 'complete', 'IPv6 alone is complete');
+  assert.deepEqual(env(v4), { networks: [parseSubnetEnv(v4).network], ipv6Networks: [], subnet: parseSubnetEnv(v4).subnet, mtu: 1450, ipMasq: true });
+});
+
+test('the delegate: no runtimeConfig when the netconf has none, no cniVersion when it is empty, an ipam type of the user\'s own kept, routes that are not objects with a string dst refused', () => {
+  const plain = buildDelegateConfig(parseNetConf('{"name":"n","cniVersion":""}'), env(v4));
+  assert.ok(!('runtimeConfig' in plain) && !('cniVersion' in plain), JSON.stringify(plain));
+  assert.equal(plain['isGateway'], true);
+  assert.deepEqual(buildDelegateConfig(parseNetConf('{"name":"n","delegate":{"isGateway":false}}'), env(v4))['isGateway'], false, 'a bridge told not to be a gateway stays so');
+  assert.deepEqual((buildDelegateConfig(parseNetConf('{"name":"n","ipam":{"type":"static"}}'), env(v4))['ipam'] as { type: string }).type, 'static');
+  for (const routes of ['"x"', '[{"dst":7}]', '["198.51.100.0/24"]', '[{"gw":"198.51.100.1"}]', '[{"dst":"198.51.100.0/24"},null]']) {
+    assert.throws(
+      () => buildDelegateConfig(parseNetConf(`{"name":"n","ipam":{"routes":${routes}}}`), env(v4)),
+      (err) => err instanceof CniError && err.code === 999 && /failed to parse ipam\.routes/.test(err.message),
+      routes,
+    );
+  }
+  assert.deepEqual((buildDelegateConfig(parseNetConf('{"name":"n","ipam":{"routes":[]}}'), env(v4))['ipam'] as { routes: unknown[] }).routes, [{ dst: '198.18.0.0/16' }]);
+});

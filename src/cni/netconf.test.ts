@@ -41,3 +41,25 @@ test('versions: the supported list, and numeric comparison', () => {
   ];
   for (const [v, min, want] of cases) assert.equal(versionAtLeast(v, min), want, `${v} >= ${min}`);
 });
+
+test('errors say which field and what was wrong, in flannel\'s words; the defaults are flannel\'s paths', () => {
+  const message = (text: string): string => {
+    try {
+      checkVersion(parseNetConf(text));
+      return 'fine';
+    } catch (err) {
+      const e = err as { message: string; details?: string };
+      return e.details ? `${e.message} | ${e.details}` : e.message;
+    }
+  };
+  assert.match(message('{"name":'), /^error unmarshall network config: /);
+  assert.equal(message('[1]'), 'error unmarshall network config: expected an object, got an array');
+  assert.equal(message('{"name":7}'), 'failed to load flannel netconf: name must be a string, got number 7');
+  assert.equal(message('{"name":"n","delegate":"bridge"}'), 'failed to load flannel netconf: delegate must be an object, got the string "bridge"');
+  assert.equal(message('{"name":""}'), 'missing network name');
+  assert.equal(message('{"name":"a b"}'), 'invalid network name "a b"');
+  assert.equal(message('{"name":"n","cniVersion":"2.0.0"}'), 'incompatible CNI versions | config is "2.0.0", plugin supports [0.1.0 0.2.0 0.3.0 0.3.1 0.4.0 1.0.0 1.1.0]');
+  assert.equal(defaultDataDir, '/var/lib/cni/flannel');
+  assert.equal(parseNetConf('{"name":"n","cniVersion":null}').cniVersion, '0.1.0', 'null is absent');
+  assert.ok(!('prevResult' in parseNetConf('{"name":"n"}')));
+});

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { AsyncQueue } from '../core/async-queue.js';
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import { ManualClock, settle } from '../testing/manual-clock.js';
+import { subscribe } from '../core/events.js';
 import { recordingLogger } from '../testing/recording-logger.js';
 import { Informer, type RecordDecoder, stableMs } from './informer.js';
 import { KubeApiError, type ListQuery, type ResourceApi, type WatchEvent, type WatchQuery } from './kube-client.js';
@@ -31,7 +32,7 @@ function scriptedApi() {
     lists: [] as ListQuery[],
     watches: [] as WatchQuery[],
     onList: undefined as ((q: ListQuery) => { rv: string; items?: Array<{ name: string; value: string }> } | Error) | undefined,
-    onWatch: undefined as ((q: WatchQuery) => Error | AsyncQueue<WatchEvent | Error>) | undefined,
+    onWatch: undefined as ((q: WatchQuery) => Error | AsyncQueue<WatchEvent | Error | 'end'>) | undefined,
     async list(_path: string, query: ListQuery, options: { onItem: (o: unknown) => void }) {
       api.lists.push(query);
       const answer = api.onList?.(query) ?? { rv: '10' };
@@ -41,16 +42,17 @@ function scriptedApi() {
     },
     async watch(_path: string, query: WatchQuery, signal: AbortSignal) {
       api.watches.push(query);
-      const answer = api.onWatch?.(query) ?? new AsyncQueue<WatchEvent | Error>();
+      const answer = api.onWatch?.(query) ?? new AsyncQueue<WatchEvent | Error | 'end'>();
       if (answer instanceof Error) throw answer;
       return (async function* () {
         for (;;) {
-          let e: WatchEvent | Error;
+          let e: WatchEvent | Error | 'end';
           try {
             e = await answer.next(signal);
           } catch {
             return;
           }
+          if (e === 'end') return;
           if (e instanceof Error) throw e;
           yield e;
         }
@@ -77,7 +79,7 @@ function run(t: { after(fn: () => Promise<void>): void }, api: ResourceApi, cloc
 test('after a 410 on a list from a version, the next list is of the most recent state, not the same version again', async (t) => {
   const clock = new ManualClock();
   const api = scriptedApi();
-  const watch = new AsyncQueue<WatchEvent | Error>();
+  const watch = new AsyncQueue<WatchEvent | Error | 'end'>();
   api.onWatch = () => watch;
   const { informer } = run(t, api, clock);
   await settle();
@@ -104,7 +106,7 @@ test('the backoff grows while failures come close together, and starts over afte
   waits.push(...failed());
   assert.deepEqual(waits.slice(0, 5), [1000, 2000, 4000, 8000, 16000]);
   // The server recovers for longer than the stability window, then fails again.
-  const quiet = new AsyncQueue<WatchEvent | Error>();
+  const quiet = new AsyncQueue<WatchEvent | Error | 'end'>();
   api.onWatch = () => quiet;
   await clock.wakeNext();
   await clock.advance(stableMs + 1000);
@@ -122,7 +124,7 @@ test('a failure that comes back within the window keeps the backoff growing', as
   const { log } = run(t, api, clock);
   const failed = (): number[] => log.lines.filter((l) => l.msg === 'thing list/watch failed; listing again').map((l) => Number(l['retryMs']));
   for (let i = 0; i < 3; i++) await clock.wakeNext();
-  const quiet = new AsyncQueue<WatchEvent | Error>();
+  const quiet = new AsyncQueue<WatchEvent | Error | 'end'>();
   api.onWatch = () => quiet;
   await clock.wakeNext();
   await clock.advance(stableMs - 20_000);
@@ -158,7 +160,7 @@ test('events change the cache once each; an update that changes nothing kept is 
   const clock = new ManualClock();
   const api = scriptedApi();
   api.onList = () => ({ rv: '5', items: [{ name: 'a', value: '1' }] });
-  const watch = new AsyncQueue<WatchEvent | Error>();
+  const watch = new AsyncQueue<WatchEvent | Error | 'end'>();
   api.onWatch = () => watch;
   const { informer } = run(t, api, clock);
   const ctl = new AbortController();
@@ -179,4 +181,178 @@ test('events change the cache once each; an update that changes nothing kept is 
   watch.push(new WeftError(ErrorCodes.UNAVAILABLE, 'broken'));
   await clock.advance(1000);
   assert.equal(api.lists.at(-1)?.resourceVersion, '9', 'the next list is not older than the bookmark');
+});
+
+test('selectors go on every list and watch; without a watch timeout of its own, client-go\'s 5 to 10 minutes', async (t) => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  const log = recordingLogger();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const selectors = { labelSelector: 'a=b', fieldSelector: 'spec.nodeName=n1' };
+  const informer = new Informer({ api, path: '/api/v1/pods', selectors, decoder, what: 'pod', log, clock });
+  void informer.run(ctl.signal);
+  await settle();
+  assert.deepEqual(api.lists[0], { ...selectors, resourceVersion: '0', limit: 500 });
+  assert.equal(api.watches[0]?.labelSelector, 'a=b');
+  assert.equal(api.watches[0]?.fieldSelector, 'spec.nodeName=n1');
+  const timeout = api.watches[0]!.timeoutSeconds;
+  assert.ok(Number.isInteger(timeout) && timeout >= 300 && timeout < 600, String(timeout));
+});
+
+test('whenSynced, observe and contactAt: what readers see before the first list, at it, and after', async (t) => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  let lastAlive = 0;
+  api.lastAlive = () => lastAlive;
+  let releaseList: () => void = () => undefined;
+  const listed = new Promise<void>((resolve) => (releaseList = resolve));
+  const list = api.list.bind(api);
+  api.list = async (...args: Parameters<typeof api.list>) => {
+    await listed;
+    return list(...args);
+  };
+  api.onList = () => ({ rv: '5', items: [{ name: 'a', value: '1' }] });
+  const watch = new AsyncQueue<WatchEvent | Error | 'end'>();
+  api.onWatch = () => watch;
+  const { informer } = run(t, api, clock);
+  const early = new AbortController();
+  const gaveUp = informer.whenSynced(early.signal);
+  early.abort(new Error('stop'));
+  await assert.rejects(gaveUp, /stop/);
+  await assert.rejects(informer.whenSynced(AbortSignal.abort(new Error('already'))), /already/);
+  const synced = informer.whenSynced(AbortSignal.timeout(5000));
+  assert.equal(informer.contactAt(), 0, 'never in contact yet');
+  assert.deepEqual(informer.observe({ metadata: { name: 'b' }, value: '2' }), { name: 'b', value: '2' });
+  assert.equal(informer.get('b'), undefined, 'before the first list, an observed object waits for it');
+  await clock.advance(1000);
+  releaseList();
+  await synced;
+  assert.equal(informer.size, 1);
+  assert.equal(informer.contactAt(), clock.now(), 'the list and the watch that followed');
+  await informer.whenSynced(AbortSignal.timeout(10));
+  lastAlive = clock.now() + 5000;
+  assert.equal(informer.contactAt(), lastAlive, 'while a watch is open, the connection\'s own liveness counts');
+  const seen: string[] = [];
+  const sub = new AbortController();
+  t.after(async () => sub.abort());
+  void (async () => {
+    for await (const batch of informer.changes(sub.signal)) for (const c of batch) seen.push(`${c.type} ${c.record.name}=${c.record.value}`);
+  })().catch(() => undefined);
+  await settle();
+  assert.deepEqual(seen, ['put a=1'], 'a subscriber after the first list gets the snapshot first');
+  assert.deepEqual(informer.observe({ metadata: { name: 'a' }, value: '9' }), { name: 'a', value: '9' });
+  assert.equal(informer.get('a')?.value, '9', 'an object this agent just wrote is in the cache at once');
+  watch.push({ type: 'MODIFIED', object: { metadata: { name: 'a', resourceVersion: '6' }, value: '9' } });
+  assert.equal(informer.observe({ metadata: {} }), undefined);
+  await settle();
+  assert.deepEqual(seen, ['put a=1', 'put a=9'], 'and its echo from the watch changes nothing');
+  watch.push(new WeftError(ErrorCodes.UNAVAILABLE, 'broken'));
+  await settle();
+  assert.equal(informer.contactAt(), clock.now() - 1000 + 1000, 'a watch that broke no longer vouches: the last event');
+});
+
+test('a subscriber before the first list gets every record at it, then the changes; one that leaves gets nothing more', async (t) => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  api.onList = () => ({ rv: '5', items: [{ name: 'a', value: '1' }, { name: 'b', value: '2' }] });
+  const watch = new AsyncQueue<WatchEvent | Error | 'end'>();
+  api.onWatch = () => watch;
+  const log = recordingLogger();
+  const informer = new Informer({ api, path: '/api/v1/things', decoder, what: 'thing', log, clock });
+  const seen: string[][] = [];
+  const sub = new AbortController();
+  const done = (async () => {
+    for await (const batch of informer.changes(sub.signal)) seen.push(batch.map((c) => `${c.type} ${c.record.name}`));
+  })();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  void informer.run(ctl.signal);
+  await settle();
+  assert.deepEqual(seen, [['put a', 'put b']]);
+  watch.push({ type: 'DELETED', object: { metadata: { name: 'b', resourceVersion: '6' } } });
+  watch.push({ type: 'DELETED', object: { metadata: { name: 'zz', resourceVersion: '7' } } });
+  await settle();
+  assert.deepEqual(seen, [['put a', 'put b'], ['delete b']], 'deleting what is not there is no change');
+  sub.abort();
+  await done;
+  watch.push({ type: 'ADDED', object: { metadata: { name: 'c', resourceVersion: '8' } } });
+  await settle();
+  assert.equal(seen.length, 2);
+});
+
+test('the facts for /metrics: contact lost once per outage and regained, each failure by code, each restart by reason', async (t) => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  const contact: boolean[] = [];
+  const errors: string[] = [];
+  const restarts: string[] = [];
+  t.after(subscribe('registry.contact', (m) => contact.push(m.reachable)));
+  t.after(subscribe('registry.error', (m) => errors.push(m.code)));
+  t.after(subscribe('watch.restart', (m) => restarts.push(m.reason)));
+  let watch = new AsyncQueue<WatchEvent | Error | 'end'>();
+  api.onWatch = () => watch;
+  run(t, api, clock);
+  await settle();
+  assert.deepEqual(contact, [true]);
+  api.onWatch = () => new WeftError(ErrorCodes.UNAVAILABLE, 'refused');
+  watch.push(new KubeApiError({ status: 410, reason: 'Expired', message: 'gone' }));
+  await clock.wakeNext();
+  await clock.wakeNext();
+  assert.deepEqual(contact, [true, false], 'one loss for the whole outage');
+  assert.deepEqual(errors, ['WEFT_ERR_COMPACTED', 'WEFT_ERR_UNAVAILABLE', 'WEFT_ERR_UNAVAILABLE']);
+  assert.deepEqual(restarts, ['compacted', 'broken', 'broken']);
+  watch = new AsyncQueue();
+  api.onWatch = () => watch;
+  await clock.wakeNext();
+  assert.deepEqual(contact, [true, false, true]);
+  watch.push(new WeftError(ErrorCodes.UNAVAILABLE, 'broken'));
+  await settle();
+  assert.deepEqual(contact, [true, false, true, false], 'a new outage is lost again');
+});
+
+test('where the next list and watch start: after a clean end, events without a version, a 410 on the watch, and lists that fail', async (t) => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  let watch = new AsyncQueue<WatchEvent | Error | 'end'>();
+  api.onWatch = () => watch;
+  const listAnswers: Array<Error | { rv: string }> = [{ rv: '10' }];
+  api.onList = () => listAnswers.shift() ?? { rv: '99' };
+  run(t, api, clock);
+  await settle();
+  const lists = (): string[] => api.lists.map((q) => q.resourceVersion ?? '-');
+  const watches = (): string[] => api.watches.map((q) => q.resourceVersion);
+  watch.push({ type: 'ADDED', object: { metadata: { name: 'a', resourceVersion: '11' }, value: '1' } });
+  watch.push({ type: 'ADDED', object: { metadata: { name: 'b' }, value: '1' } });
+  watch.push({ type: 'ADDED', object: { metadata: { name: 'c', resourceVersion: '' }, value: '1' } });
+  watch.push({ type: 'ADDED', object: { value: '1' } });
+  const first = watch;
+  watch = new AsyncQueue();
+  first.push('end');
+  await settle();
+  assert.deepEqual([lists(), watches()], [['0'], ['10', '11']], 'a clean end resumes from the last version seen, with no list');
+  const second = watch;
+  watch = new AsyncQueue();
+  second.push(new KubeApiError({ status: 410, reason: 'Expired', message: 'too old for the watch' }));
+  listAnswers.push(new KubeApiError({ status: 500, reason: 'InternalError', message: 'x' }), new KubeApiError({ status: 504, reason: 'Timeout', message: 'too large' }), { rv: '20' });
+  for (let i = 0; i < 3; i++) await clock.wakeNext();
+  assert.deepEqual(lists(), ['0', '11', '11', ''], 'a 410 on a watch lists from its last version; a failed list again from the same; a 504 from the latest');
+  assert.deepEqual(watches().at(-1), '20');
+});
+
+test('the backoff starts over exactly two minutes after the last failure, not a moment later', async (t) => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  api.onWatch = () => new WeftError(ErrorCodes.UNAVAILABLE, 'refused');
+  const { log } = run(t, api, clock);
+  const failed = (): number[] => log.lines.filter((l) => l.msg === 'thing list/watch failed; listing again').map((l) => Number(l['retryMs']));
+  await settle();
+  const firstFailure = clock.now();
+  const quiet = new AsyncQueue<WatchEvent | Error | 'end'>();
+  api.onWatch = () => quiet;
+  await clock.wakeNext();
+  await clock.advance(firstFailure + stableMs - clock.now());
+  quiet.push(new WeftError(ErrorCodes.UNAVAILABLE, 'broken'));
+  await settle();
+  assert.deepEqual(failed(), [1000, 1000]);
 });

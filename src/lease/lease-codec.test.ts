@@ -91,3 +91,42 @@ test('segments that are not lease keys are refused', () => {
     assert.equal(parseSubnetKey(bad), undefined, bad);
   }
 });
+
+test('decoded attributes hold exactly what the value carried: no member for what it left out, null or empty', () => {
+  const ip = parseIp('203.0.113.3');
+  assert.deepEqual(decodeLeaseAttrs('{"PublicIP":"203.0.113.3"}'), { publicIp: ip });
+  assert.deepEqual(decodeLeaseAttrs('{"PublicIP":"203.0.113.3","PublicIPv6":null,"BackendType":null}'), { publicIp: ip });
+  assert.deepEqual(decodeLeaseAttrs('{"PublicIP":"203.0.113.3","BackendType":""}'), { publicIp: ip }, 'an empty type is no type');
+  assert.deepEqual(decodeLeaseAttrs('{"PublicIP":"203.0.113.3","BackendType":"vxlan","BackendType":null}'), { publicIp: ip }, 'a later null clears it, as in Go');
+  assert.deepEqual(decodeLeaseAttrs('{"PublicIP":"203.0.113.3","PublicIPv6":"2001:db8:113::3","PublicIPv6":null}'), { publicIp: ip });
+  assert.deepEqual(decodeLeaseAttrs('{"PublicIP":"203.0.113.3","BackendV6Data":{"a":1}}'), { publicIp: ip, backendV6Data: '{"a":1}' });
+  assert.deepEqual(decodeLeaseAttrs('{"PublicIPv6":"2001:db8:113::3"}'), { publicIpv6: parseIp('2001:db8:113::3') }, 'no PublicIP at all: none');
+  assert.throws(() => decodeLeaseAttrs('{"PublicIP":"::ffff:0:203.0.113.9"}'), { code: 'WEFT_ERR_LEASE_DECODE' }, 'only ::ffff:a.b.c.d is IPv4');
+  assert.throws(() => decodeLeaseAttrs('{"PublicIP":"::203.0.113.9"}'), { code: 'WEFT_ERR_LEASE_DECODE' });
+});
+
+test('a decode error names the member and what was wrong with it, and keeps the JSON error as its cause', () => {
+  const err = (text: string): { message: string; cause?: unknown } => {
+    try {
+      decodeLeaseAttrs(text);
+    } catch (e) {
+      return e as { message: string; cause?: unknown };
+    }
+    throw new Error(`decoded: ${text}`);
+  };
+  const broken = err('{"PublicIP":');
+  assert.match(broken.message, /^value is not a JSON object \(/);
+  assert.ok(broken.cause instanceof Error, 'the parse error is the cause');
+  assert.equal(err('{"PublicIP":"fd00::1"}').cause, undefined);
+  assert.match(err('{"PublicIP":"fd00::1"}').message, /^PublicIP "fd00::1" is not an IPv4 address$/);
+  assert.match(err('{"PublicIP":"203.0.113.1","PublicIPv6":"x"}').message, /^PublicIPv6 "x" is not an IP address$/);
+  assert.match(err('{"PublicIP":"203.0.113.1","PublicIPv6":7}').message, /^PublicIPv6 7 is not an IP address$/);
+  assert.match(err('{"PublicIP":"203.0.113.1","BackendType":7}').message, /^BackendType 7 is not a string$/);
+});
+
+test('the empty IPv4 network of an IPv6-only key is no IPv4 subnet; an IPv4 network at 0.0.0.0 with a length is one', () => {
+  assert.deepEqual(parseSubnetKey('0.0.0.0-0&fc00:0:0:22::-64'), { ipv6: parseCidr('fc00:0:0:22::/64') });
+  assert.deepEqual(parseSubnetKey('0.0.0.0-24'), { ipv4: parseCidr('0.0.0.0/24') });
+  assert.deepEqual(parseSubnetKey('0.0.0.0-24&fc00:0:0:22::-64'), { ipv4: parseCidr('0.0.0.0/24'), ipv6: parseCidr('fc00:0:0:22::/64') });
+  assert.equal(parseSubnetKey('198.18.34.0-24&198.18.35.0-24'), undefined, 'the second half must be IPv6');
+});

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { allocateSubnet, freeSubnets, isCompatible } from './allocator.js';
+import { allocateSubnet, freeSubnets, inRange, isCompatible } from './allocator.js';
 import { parseNetworkConfig } from '../config/network-config.js';
 import { type Cidr, formatCidr, parseCidr } from '../ip/cidr.js';
 import { formatSubnetPair } from '../lease/lease.js';
@@ -56,4 +56,33 @@ test('compatibility: right length, within min..max, families as configured', () 
     [dual, { ipv4: parseCidr('198.18.7.0/24'), ipv6: parseCidr('fc00:0:0:1::/64') }, true],
   ];
   for (const [config, pair, want] of cases) assert.equal(isCompatible(config, pair), want, formatSubnetPair(pair));
+});
+
+test('a taken block that only touches a candidate\'s first or last address still makes it busy; taken leases may come in any order and family', () => {
+  const cases: Array<[string[], string[]]> = [
+    [['198.18.0.64/32'], ['198.18.0.128/26', '198.18.0.192/26']],
+    [['198.18.0.127/32'], ['198.18.0.128/26', '198.18.0.192/26']],
+    [['198.18.0.63/32', '198.18.0.128/32'], ['198.18.0.64/26', '198.18.0.192/26']],
+    [['198.18.0.192/26', '198.18.0.64/26'], ['198.18.0.128/26']],
+    [['198.18.0.255/32', '198.18.0.0/32', '198.18.0.100/32'], ['198.18.0.128/26']],
+    // An IPv6 lease whose bits, read as a number, fall in the IPv4 range is not an IPv4 lease.
+    [['::c612:40/122'], ['198.18.0.64/26', '198.18.0.128/26', '198.18.0.192/26']],
+  ];
+  for (const [taken, want] of cases) assert.deepEqual(freeSubnets(small.ipv4!, cidrs(...taken)).map(formatCidr), want, taken.join(' '));
+});
+
+test('the range\'s bounds are in it, inclusive; another family never is', () => {
+  const range = big.ipv4!;
+  assert.equal(inRange(range, parseCidr('198.18.1.0/24')), true, 'SubnetMin');
+  assert.equal(inRange(range, parseCidr('198.19.255.0/24')), true, 'SubnetMax');
+  assert.equal(inRange(range, parseCidr('198.18.0.0/24')), false, 'below SubnetMin');
+  assert.equal(inRange(range, { ip: { family: 6, value: parseCidr('198.18.7.0/24').ip.value }, prefix: 24 }), false);
+  assert.deepEqual(freeSubnets(range, [], 1000).map(formatCidr).at(-1), '198.19.255.0/24', 'the last candidate is SubnetMax itself');
+});
+
+test('in dual-stack, a lease of one family takes nothing of the other', () => {
+  const pair = allocateSubnet(dual, [{ ipv6: parseCidr('fc00:0:0:1::/64') }, { ipv4: parseCidr('198.18.1.0/24') }], () => 0);
+  assert.equal(formatSubnetPair(pair), '198.18.2.0/24,fc00:0:0:2::/64');
+  const v6only = parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"fc00::/48","Backend":{"Type":"vxlan"}}');
+  assert.deepEqual(allocateSubnet(v6only, [{ ipv4: parseCidr('198.18.1.0/24') }], () => 0), { ipv6: parseCidr('fc00:0:0:1::/64') });
 });

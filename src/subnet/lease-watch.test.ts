@@ -117,6 +117,40 @@ test('a watch from a compacted revision is told apart, and a registry that keeps
   assert.ok(w.log.lines.some((l) => l.msg === 'lease watch fell behind a compaction; listing again'));
 });
 
+test('a relist that finds nothing changed yields no batch; a stop during a registry failure or a pause ends quietly, reporting no restart', async (t) => {
+  const clock = new ManualClock();
+  const registry = new MemoryRegistry({ clock });
+  registry.write(subnet(1), attrs(1));
+  const restarts: string[] = [];
+  t.after(subscribe('watch.restart', (m) => restarts.push(m.reason)));
+  const w = watch(t, registry, clock);
+  await settle();
+  registry.breakWatches();
+  await clock.advance(100);
+  assert.deepEqual(w.batches, [['added 1']], 'nothing changed: no empty batch');
+  assert.deepEqual(restarts, ['broken']);
+  // Stopped while waiting out a pause: the generator ends, nothing more is reported.
+  registry.breakWatches();
+  await settle();
+  w.ctl.abort();
+  await w.done;
+  assert.deepEqual(restarts, ['broken', 'broken']);
+  // Stopped while a request is in flight: its failure is the stop, not a registry failure.
+  const held = new MemoryRegistry({ clock });
+  const ctl = new AbortController();
+  const inFlight: typeof held = Object.assign(Object.create(held) as MemoryRegistry, {
+    getLeases: (options: { signal: AbortSignal }) => new Promise<never>((_, reject) => options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true })),
+  });
+  const ended = (async () => {
+    const batches = watchLeaseSet({ registry: inFlight, log: recordingLogger(), clock, signal: ctl.signal });
+    assert.equal((await batches.next()).done, true, 'no batch: it ends');
+  })();
+  await settle();
+  ctl.abort();
+  await ended;
+  assert.deepEqual(restarts, ['broken', 'broken'], 'no restart reported for a stop');
+});
+
 test('a watch of one subnet sees that subnet only', async (t) => {
   const clock = new ManualClock();
   const registry = new MemoryRegistry({ clock });

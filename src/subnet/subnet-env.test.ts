@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatSubnetEnv, parseSubnetEnv, readSubnetEnv, writeSubnetEnv } from './subnet-env.js';
@@ -74,4 +74,54 @@ test('an MTU outside 68..65535 is no MTU: the CNI plugin refuses the file instea
   }
   assert.equal(parseSubnetEnv('FLANNEL_MTU=68\n').mtu, 68);
   assert.equal(parseSubnetEnv('FLANNEL_MTU=65535\n').mtu, 65535);
+});
+
+test('each variable read, line by line: quotes, comments, export, and what each problem says', () => {
+  const cidr = parseCidr;
+  const cases: Array<[string, string, Record<string, unknown>]> = [
+    ['empty', '', { networks: [], ipv6Networks: [], problems: [] }],
+    ['comments and blank lines', '# x\n\n   \n  # y\n', { networks: [], ipv6Networks: [], problems: [] }],
+    ['IPv4 only', 'FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n', {
+      networks: [cidr('198.18.0.0/16')], ipv6Networks: [], problems: [], network: cidr('198.18.0.0/16'), subnet: cidr('198.18.1.0/24'), mtu: 1450, ipMasq: false,
+    }],
+    ['IPv6 only, spaces around =, export, single quotes', "export  FLANNEL_IPV6_NETWORK = '2001:db8:1800::/56'\nFLANNEL_IPV6_SUBNET=\"2001:db8:1800:1::1/64\"\n", {
+      networks: [], ipv6Networks: [cidr('2001:db8:1800::/56')], problems: [], ipv6Network: cidr('2001:db8:1800::/56'), ipv6Subnet: cidr('2001:db8:1800:1::/64'),
+    }],
+    ['a comment after a value, and a # inside a quoted one', 'FLANNEL_SUBNET=198.18.1.1/24 # mine\nFLANNEL_IPMASQ="true" # x\nFLANNEL_NETWORK=198.18.0.0/16#not a comment\n', {
+      networks: [], ipv6Networks: [], problems: ['FLANNEL_NETWORK entry is not an IPv4 CIDR: 198.18.0.0/16#not a comment', 'FLANNEL_NETWORK is not an IPv4 CIDR: 198.18.0.0/16#not a comment'], subnet: cidr('198.18.1.0/24'), ipMasq: true,
+    }],
+    ['a lone quote is kept, an unmatched one too', 'FLANNEL_IPMASQ="\nFLANNEL_MTU="1450\n', {
+      networks: [], ipv6Networks: [], problems: ['FLANNEL_MTU is not an MTU from 68 to 65535: "1450', 'FLANNEL_IPMASQ is not true or false: "'],
+    }],
+    ['values of the wrong family or no CIDR at all', 'FLANNEL_SUBNET=2001:db8::1/64\nFLANNEL_IPV6_SUBNET=198.18.1.1/24\nFLANNEL_IPV6_NETWORK=nonsense\n', {
+      networks: [], ipv6Networks: [], problems: ['FLANNEL_IPV6_NETWORK entry is not an IPv6 CIDR: nonsense', 'FLANNEL_SUBNET is not an IPv4 CIDR: 2001:db8::1/64', 'FLANNEL_IPV6_NETWORK is not an IPv6 CIDR: nonsense', 'FLANNEL_IPV6_SUBNET is not an IPv6 CIDR: 198.18.1.1/24'],
+    }],
+    ['two subnets, an empty value, a line that is no assignment', 'FLANNEL_SUBNET=198.18.1.1/24,198.18.2.1/24\nFLANNEL_NETWORK=\n  what is this\n1X=2\n', {
+      networks: [], ipv6Networks: [], problems: ['line 3 is not KEY=VALUE: "  what is this"', 'line 4 is not KEY=VALUE: "1X=2"', 'FLANNEL_SUBNET holds 2 entries, expected one: 198.18.1.1/24,198.18.2.1/24'],
+    }],
+    ['a later value wins', 'FLANNEL_MTU=1400\nFLANNEL_MTU=1450\n', { networks: [], ipv6Networks: [], problems: [], mtu: 1450 }],
+    ['network lists with spaces and empty entries', 'FLANNEL_IPV6_NETWORK= 2001:db8:1800::/56 , ,2001:db8:1900::/56\n', {
+      networks: [], ipv6Networks: [cidr('2001:db8:1800::/56'), cidr('2001:db8:1900::/56')], problems: [],
+    }],
+  ];
+  for (const [what, text, want] of cases) assert.deepEqual(parseSubnetEnv(text), want, what);
+});
+
+test('a subnet file that cannot be read (not missing: unreadable) is bad input naming it', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-env-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await assert.rejects(readSubnetEnv(dir), (err: { code?: string; message?: string; cause?: unknown }) => err.code === 'WEFT_ERR_CONFIG' && err.message?.startsWith(`cannot read subnet file ${dir}: `) === true && err.cause !== undefined);
+});
+
+test('a write that cannot finish leaves no temporary file behind, and two writers never share one', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-env-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const path = join(dir, 'subnet.env');
+  await Promise.all([writeSubnetEnv(path, dual), writeSubnetEnv(path, { ...dual, mtu: 1400 }), writeSubnetEnv(path, { ...dual, mtu: 1300 })]);
+  assert.deepEqual(await readdir(dir), ['subnet.env'], 'three writers at once: one file, no leftovers');
+  // A directory where the file should be: the rename fails, and the temporary file goes.
+  const blocked = join(dir, 'blocked');
+  await mkdir(join(blocked, 'subnet.env'), { recursive: true });
+  await assert.rejects(writeSubnetEnv(join(blocked, 'subnet.env'), dual));
+  assert.deepEqual(await readdir(blocked), ['subnet.env']);
 });

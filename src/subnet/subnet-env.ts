@@ -146,9 +146,13 @@ export function parseSubnetEnv(text: string): ParsedSubnetEnv {
   return env;
 }
 
+/** A quoted value up to its closing quote (a comment may follow it); else the value up to ` #`. */
 function unquote(value: string): string {
   const q = value[0];
-  if ((q === '"' || q === "'") && value.length >= 2 && value.endsWith(q)) return value.slice(1, -1);
+  if (q === '"' || q === "'") {
+    const end = value.indexOf(q, 1);
+    if (end > 0 && /^\s*(#.*)?$/.test(value.slice(end + 1))) return value.slice(1, end);
+  }
   const hash = value.search(/\s#/);
   return (hash >= 0 ? value.slice(0, hash) : value).trim();
 }

@@ -244,7 +244,10 @@ export class Cluster {
     return JSON.parse(await this.etcd('get', '/coreos.com/network/subnets/')) as Array<{ key: string; value: string }>;
   }
 
-  /** Starts `weft agent` in the node's namespace. */
+  /**
+   * Starts `weft agent` in the node's namespace: this checkout's, or the one `env.WEFT_TEST_AGENT_BIN`
+   * names (a benchmark's other build, measured in the same run).
+   */
   startAgent(node: ClusterNode, extra: readonly string[] = [], env: NodeJS.ProcessEnv = {}): ChildProcess {
     const registry = this.#kube
       ? ['--kube-subnet-mgr', `--kubeconfig-file=${this.api?.kubeconfig ?? ''}`, `--net-config-path=${join(this.dir, 'net-conf.json')}`]
@@ -255,7 +258,7 @@ export class Cluster {
     const inherited = { ...process.env };
     delete inherited['NOTIFY_SOCKET'];
     delete inherited['NODE_EXTRA_CA_CERTS'];
-    const child = this.#spawn(node.ns, weftBin, `${node.name}.log`, args, { ...inherited, NODE_NAME: node.name, ...env });
+    const child = this.#spawn(node.ns, env['WEFT_TEST_AGENT_BIN'] ?? weftBin, `${node.name}.log`, args, { ...inherited, NODE_NAME: node.name, ...env });
     node.agent = child;
     const append = (d: Buffer): void => {
       node.log = (node.log + d.toString()).slice(-200_000);

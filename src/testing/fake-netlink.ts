@@ -201,6 +201,16 @@ export class FakeNetlink implements Netlink {
       this.routeTable.set(routeId(route.dst), entry);
       this.#notify({ kind: 'route', deleted: false, entry });
     },
+    /** A neighbour the kernel learnt or someone added: permanent or not. */
+    addNeighbour: (entry: NeighbourInfo): void => {
+      this.neighTable.set(neighId(entry.index, entry.ip), entry);
+      this.#notify({ kind: 'neigh', index: entry.index, deleted: false, entry });
+    },
+    /** An FDB entry the kernel learnt or someone added: with a destination or not, permanent or not. */
+    addFdb: (entry: FdbInfo): void => {
+      this.fdbTable.set(fdbId(entry.index, entry.mac), entry);
+      this.#notify({ kind: 'fdb', index: entry.index, deleted: false, entry });
+    },
     deleteNeighbour: (index: number, ip: IpAddr): void => {
       const entry = this.neighTable.get(neighId(index, ip));
       if (!entry) return;

@@ -28,7 +28,10 @@ test('masquerade rules are flanneld 0.28\'s, in order, with its comments', () =>
     ].join('\n'),
   );
   assert.ok(!restorePayload(set, { addJump: false }).includes('-A POSTROUTING'));
-  assert.ok(!masqRuleSet('198.18.0.0/16', '198.18.5.0/24', { randomFully: false }).rules.join().includes('random'));
+  assert.deepEqual(masqRuleSet('198.18.0.0/16', '198.18.5.0/24', { randomFully: false }).rules.slice(4), [
+    '-s 198.18.0.0/16 ! -d 224.0.0.0/4 -m comment --comment "flanneld masq" -j MASQUERADE',
+    '! -s 198.18.0.0/16 -d 198.18.0.0/16 -m comment --comment "flanneld masq" -j MASQUERADE',
+  ]);
 });
 
 test('forward rules and reading a chain back from iptables-save', () => {
@@ -61,4 +64,26 @@ test('IPv6 rules come from the same description: ip6tables, the IPv6 network and
   // Before the lease, no masquerade chain: the forward chain alone.
   assert.deepEqual(iptablesRuleSets([{ family: 4, network: parseCidr('198.18.0.0/16') }], all).map((r) => r.chain), ['FLANNEL-FWD']);
   assert.deepEqual(iptablesRuleSets([{ family: 4, network: parseCidr('198.18.0.0/16'), subnet: parseCidr('198.18.5.0/24') }], { ...all, masquerade: false, forward: false }), []);
+});
+
+test('reading a chain back: its rules, whether it exists, and how many jumps lead to it from its parent only', () => {
+  const set = { chain: 'FLANNEL-FWD', parent: 'FORWARD' };
+  const save = (...lines: string[]): string => ['*filter', ':FORWARD ACCEPT [0:0]', ...lines, 'COMMIT'].join('\n');
+  assert.deepEqual(readChain(save(), set), { rules: [], chainExists: false, jumps: 0 });
+  assert.deepEqual(readChain(save(':FLANNEL-FWD - [0:0]'), set), { rules: [], chainExists: true, jumps: 0 });
+  assert.deepEqual(
+    readChain(
+      save(
+        ':FLANNEL-FWD - [0:0]',
+        '-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD',
+        '-A FORWARD -j FLANNEL-FWD',
+        '-A FORWARD -j ACCEPT',
+        '-A INPUT -j FLANNEL-FWD',
+        '-A FORWARD -j FLANNEL-FWD-OTHER',
+        '-A FLANNEL-FWD -j RETURN',
+      ),
+      set,
+    ),
+    { rules: ['-j RETURN'], chainExists: true, jumps: 2 },
+  );
 });

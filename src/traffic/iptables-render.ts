@@ -20,9 +20,11 @@ export interface RuleSet {
   readonly rules: readonly string[];
 }
 
+const addressFlag = { src: '-s', dst: '-d' } as const;
+
 function matchText(m: Match): string {
   if (m.on === 'mark') return `-m mark --mark 0x${m.mark.toString(16)}/0x${m.mark.toString(16)}`;
-  return `${m.not ? '! ' : ''}${m.on === 'src' ? '-s' : '-d'} ${formatCidr(m.cidr)}`;
+  return `${m.not ? '! ' : ''}${addressFlag[m.on]} ${formatCidr(m.cidr)}`;
 }
 
 const verdictText = { return: '-j RETURN', accept: '-j ACCEPT', masquerade: '-j MASQUERADE', 'masquerade-fully-random': '-j MASQUERADE --random-fully' } as const;

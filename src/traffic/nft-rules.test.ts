@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCidr } from '../ip/cidr.js';
-import { flannelTableNames, flannelTables } from './nft-rules.js';
+import { flannelTableNames, flannelTables, nftMasqueradeProbe } from './nft-rules.js';
 import { deleteTables, replaceTables, tableShape } from './nft-table.js';
 
 const nftRuleset = (families: Parameters<typeof flannelTables>[0], options: Parameters<typeof flannelTables>[1]): string => replaceTables(flannelTables(families, options));
@@ -82,4 +82,12 @@ test('IPv6 and dual-stack: ip6 matches and ff00::/8; without --ip-masq no postrt
   assert.equal(nftShape([v4, v6], all), 'flannel-ipv4:postrtg=6,forward=2 flannel-ipv6:postrtg=6,forward=2');
   assert.equal(nftShape([v4], { ...all, masquerade: false }), 'flannel-ipv4:forward=2 flannel-ipv6:');
   assert.equal(nftDeleteTables(), 'add table ip flannel-ipv4\ndelete table ip flannel-ipv4\nadd table ip6 flannel-ipv6\ndelete table ip6 flannel-ipv6\n');
+});
+
+test('without fully-random, plain masquerade in both renderers; the dry-run probes, with and without it', () => {
+  const plain = nftRuleset([v4], { ...all, randomFully: false });
+  assert.ok(plain.includes('    ip saddr 198.18.0.0/16 ip daddr != 224.0.0.0/4 masquerade\n'));
+  assert.ok(plain.includes('    ip saddr != 198.18.0.0/16 ip daddr 198.18.0.0/16 masquerade\n'));
+  assert.equal(nftMasqueradeProbe(true), 'table ip weft-probe {\n  chain p {\n    type nat hook postrouting priority srcnat;\n    masquerade fully-random\n  }\n}\n');
+  assert.equal(nftMasqueradeProbe(false), 'table ip weft-probe {\n  chain p {\n    type nat hook postrouting priority srcnat;\n    masquerade\n  }\n}\n');
 });

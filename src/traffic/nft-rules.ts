@@ -14,9 +14,11 @@ export const flannelTableNames = [
   { family: 6, nftFamily: 'ip6', name: 'flannel-ipv6' },
 ] as const satisfies ReadonlyArray<{ family: Family; nftFamily: OwnedTable['family']; name: string }>;
 
+const addressField = { src: 'saddr', dst: 'daddr' } as const;
+
 function matchText(m: Match, family: Family): string {
   if (m.on === 'mark') return `meta mark 0x${m.mark.toString(16)}`;
-  return `${family === 4 ? 'ip' : 'ip6'} ${m.on === 'src' ? 'saddr' : 'daddr'} ${m.not ? '!= ' : ''}${formatCidr(m.cidr)}`;
+  return `${family === 4 ? 'ip' : 'ip6'} ${addressField[m.on]} ${m.not ? '!= ' : ''}${formatCidr(m.cidr)}`;
 }
 
 const verdictText = { return: 'return', accept: 'accept', masquerade: 'masquerade', 'masquerade-fully-random': 'masquerade fully-random' } as const;

@@ -58,6 +58,7 @@ test('the echo of our own writes is not drift; deletions, different entries and 
   n('a learned neighbour on our device', { kind: 'neigh', index: device, deleted: false, entry: { ...peerNeighbour(5), permanent: false } }, false);
   n('a neighbour on another device', { kind: 'neigh', index: 3, deleted: true, entry: { index: 3, ip: parseIp('198.18.1.0'), permanent: true } }, false);
   n('a neighbour notification we could not read, on our device', { kind: 'neigh', index: device, deleted: false }, true);
+  n('a stray permanent neighbour on another device', { kind: 'neigh', index: 3, deleted: false, entry: { ...peerNeighbour(5), index: 3, permanent: true } }, false);
   n('a route is not a neighbour', { kind: 'route', deleted: true, entry: kernelRoute(1) }, false);
   f('our fdb entry added', { kind: 'fdb', index: device, deleted: false, entry: { ...peerFdb(1), permanent: true, self: true } }, false);
   f('our fdb entry deleted', { kind: 'fdb', index: device, deleted: true, entry: { ...peerFdb(1), permanent: true, self: true } }, true);
@@ -66,6 +67,8 @@ test('the echo of our own writes is not drift; deletions, different entries and 
   f('a stray permanent fdb entry with a destination', { kind: 'fdb', index: device, deleted: false, entry: { ...peerFdb(5), permanent: true, self: true } }, true);
   f('the device MAC entry without a destination', { kind: 'fdb', index: device, deleted: false, entry: { index: device, mac: '0e:aa:00:00:00:00', permanent: true, self: true } }, false);
   f('an fdb entry on another device', { kind: 'fdb', index: 3, deleted: true, entry: { ...peerFdb(1), index: 3, permanent: true, self: true } }, false);
+  f('a stray fdb entry on another device', { kind: 'fdb', index: 3, deleted: false, entry: { ...peerFdb(5), index: 3, permanent: true, self: true } }, false);
+  f('a learnt (not permanent) fdb entry', { kind: 'fdb', index: device, deleted: false, entry: { ...peerFdb(5), permanent: false, self: true } }, false);
   const want = { route: wanting(route, [peerRoute(1)]), neighbour: wanting(neighbour, [peerNeighbour(1)]), fdb: wanting(fdb, [peerFdb(1)]) };
   for (const [what, kind, change, departs] of cases) assert.equal(kind.departs(change, want[kind.name as keyof typeof want] as (key: string) => object | undefined), departs, what);
 });
@@ -89,4 +92,66 @@ test('a route in the cluster network and outside the own subnet is in scope; the
   assert.equal(inClusterScope(parseCidr('198.19.0.0/24'), network, own), false);
   assert.equal(inClusterScope(parseCidr('198.18.5.0/24'), undefined, own), false);
   assert.equal(inClusterScope(parseCidr('198.18.100.0/24'), network, undefined), true);
+});
+
+test('what each kind counts as the same entry', () => {
+  const gw = parseIp('198.18.1.0');
+  const dst = parseCidr('198.18.1.0/24');
+  const cases: Array<[string, RouteSpec, RouteSpec, boolean]> = [
+    ['the same route', { dst, gateway: gw, index: device, onlink: true }, { dst, gateway: gw, index: device, onlink: true }, true],
+    ['a wanted route without a device matches one through any device (DirectRouting)', { dst, gateway: gw }, { dst, gateway: gw, index: 2 }, true],
+    ['another gateway', { dst, gateway: gw }, { dst, gateway: parseIp('198.18.1.9') }, false],
+    ['a gateway where none is wanted', { dst, index: device }, { dst, gateway: gw, index: device }, false],
+    ['no gateway where one is wanted', { dst, gateway: gw, index: device }, { dst, index: device }, false],
+    ['neither has a gateway', { dst, index: device }, { dst, index: device }, true],
+    ['another destination', { dst, index: device }, { dst: parseCidr('198.18.2.0/24'), index: device }, false],
+    ['another device', { dst, index: device }, { dst, index: 2 }, false],
+    ['onlink where it is not wanted', { dst, gateway: gw, index: device }, { dst, gateway: gw, index: device, onlink: true }, false],
+    ['a blackhole where a unicast route is wanted', { dst }, { dst, type: 'blackhole' }, false],
+    ['unicast written out or left to the default', { dst, type: 'unicast' }, { dst }, true],
+  ];
+  for (const [what, want, have, same] of cases) assert.equal(route.matches(want, have), same, what);
+  assert.equal(neighbour.matches(peerNeighbour(1), { ...peerNeighbour(1), mac: '0e:ff:00:00:00:01' }), false, 'a neighbour with another MAC');
+  assert.equal(neighbour.matches(peerNeighbour(1), peerNeighbour(1)), true);
+  assert.equal(fdb.matches(peerFdb(1), { ...peerFdb(1), dst: parseIp('203.0.113.9') }), false, 'an FDB entry to another peer');
+  assert.equal(fdb.matches(peerFdb(1), peerFdb(1)), true);
+});
+
+test('with two managed devices (dual-stack), a change on either is judged; on any other device, never', () => {
+  const two = () => [{ index: device, family: 4 as const }, { index: 8, family: 6 as const }];
+  const n = neighbourKind({ netlink: nl, devices: two });
+  const f = fdbKind({ netlink: nl, devices: two });
+  const none = (): undefined => undefined;
+  const stray6 = { index: 8, ip: parseIp('2001:db8:1800:5::'), mac: '0e:00:00:00:06:05', permanent: true };
+  assert.equal(n.departs({ kind: 'neigh', index: 8, deleted: false, entry: stray6 }, none), true, 'a stray on the second device');
+  assert.equal(n.departs({ kind: 'neigh', index: 3, deleted: false, entry: { ...stray6, index: 3 } }, none), false, 'a permanent entry on an unmanaged device');
+  assert.equal(n.departs({ kind: 'neigh', index: 3, deleted: false }, none), false, 'even one that could not be read');
+  const fdbStray = { index: 8, mac: '0e:00:00:00:06:05', dst: parseIp('2001:db8:113::5'), permanent: true, self: true };
+  assert.equal(f.departs({ kind: 'fdb', index: 8, deleted: false, entry: fdbStray }, none), true);
+  assert.equal(f.departs({ kind: 'fdb', index: 3, deleted: false, entry: { ...fdbStray, index: 3 } }, none), false);
+  assert.equal(f.departs({ kind: 'fdb', index: 8, deleted: false }, none), true, 'an unreadable FDB notification on a managed device');
+  assert.equal(f.departs({ kind: 'neigh', index: 8, deleted: false, entry: stray6 }, none), false, 'a neighbour is not an FDB entry');
+  assert.equal(n.departs({ kind: 'fdb', index: 8, deleted: false, entry: fdbStray }, none), false, 'and the other way round');
+  assert.equal(route.departs({ kind: 'fdb', index: 8, deleted: false, entry: fdbStray }, none), false);
+  // A wanted FDB entry that the kernel now shows without its destination, or not permanent.
+  const want = wanting(f, [{ index: 8, mac: fdbStray.mac, dst: fdbStray.dst }]);
+  const { dst: _, ...noDst } = fdbStray;
+  assert.equal(f.departs({ kind: 'fdb', index: 8, deleted: false, entry: noDst }, want), true);
+  assert.equal(f.departs({ kind: 'fdb', index: 8, deleted: true, entry: noDst }, want), false, 'the deletion of an entry that was never ours');
+  const wantN = wanting(n, [{ index: 8, ip: stray6.ip, mac: stray6.mac }]);
+  assert.equal(n.departs({ kind: 'neigh', index: 8, deleted: true, entry: { index: 8, ip: stray6.ip, permanent: true } }, wantN), true);
+  assert.equal(n.departs({ kind: 'neigh', index: 8, deleted: true, entry: { index: 8, ip: parseIp('2001:db8:1800:6::'), permanent: true } }, wantN), false, 'the deletion of one we do not want');
+});
+
+test('listings leave out what is not the backend\'s: learnt neighbours, FDB entries without a destination or not permanent', async () => {
+  const k = new FakeNetlink([{ index: device, name: 'flannel.1', mtu: 1450 }]);
+  const n = neighbourKind({ netlink: k, devices });
+  const f = fdbKind({ netlink: k, devices });
+  k.kernel.addNeighbour({ ...peerNeighbour(1), permanent: true });
+  k.kernel.addNeighbour({ ...peerNeighbour(2), permanent: false });
+  k.kernel.addFdb({ ...peerFdb(1), permanent: true, self: true });
+  k.kernel.addFdb({ ...peerFdb(2), permanent: false, self: true });
+  k.kernel.addFdb({ index: device, mac: '0e:aa:00:00:00:00', permanent: true, self: true });
+  assert.deepEqual([...(await n.list(AbortSignal.timeout(1000)))].map((e) => n.key(e)), ['7 198.18.1.0']);
+  assert.deepEqual([...(await f.list(AbortSignal.timeout(1000)))], [peerFdb(1)], 'just the index, MAC and destination');
 });
