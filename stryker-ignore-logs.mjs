@@ -1,4 +1,5 @@
-// A StrykerJS ignorer (make mutation): no mutants inside calls of weft's logger. Log lines are for
+// A StrykerJS ignorer (make mutation): no mutants in statements that only call weft's logger
+// (a log call, or an `if` that only decides whether to log). Log lines are for
 // people; the tests assert codes, state and the facts components publish, never log text
 // (../shared/design/architecture.md, rule 10), so a mutant of a log call could only survive.
 import { PluginKind, declareValuePlugin } from '@stryker-mutator/api/plugin';
@@ -16,10 +17,19 @@ function isLogCall(node) {
   return name === 'log';
 }
 
+/** A statement that only logs: a log call, a block of them, or an `if` whose branches only log. */
+function onlyLogs(node) {
+  if (!node) return true;
+  if (node.type === 'ExpressionStatement') return isLogCall(node.expression);
+  if (node.type === 'BlockStatement') return node.body.length > 0 && node.body.every(onlyLogs);
+  if (node.type === 'IfStatement') return onlyLogs(node.consequent) && onlyLogs(node.alternate);
+  return false;
+}
+
 export const strykerPlugins = [
   declareValuePlugin(PluginKind.Ignore, 'log-calls', {
     shouldIgnore(path) {
-      if (path.isExpressionStatement() && isLogCall(path.node.expression)) return 'a log line: tests assert codes and state, not log text';
+      if ((path.isExpressionStatement() || path.isIfStatement()) && onlyLogs(path.node)) return 'a log line: tests assert codes and state, not log text';
       return undefined;
     },
   }),

@@ -53,6 +53,8 @@ test('errors say which field and what was wrong, in flannel\'s words; the defaul
     }
   };
   assert.match(message('{"name":'), /^error unmarshall network config: /);
+  assert.doesNotMatch(message('{"name":'), /expected an object/, 'the JSON error itself, not what follows from it');
+  assert.equal(message('{}'), 'missing network name');
   assert.equal(message('[1]'), 'error unmarshall network config: expected an object, got an array');
   assert.equal(message('{"name":7}'), 'failed to load flannel netconf: name must be a string, got number 7');
   assert.equal(message('{"name":"n","delegate":"bridge"}'), 'failed to load flannel netconf: delegate must be an object, got the string "bridge"');

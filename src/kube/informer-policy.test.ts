@@ -19,8 +19,8 @@ interface Item {
 }
 const decoder: RecordDecoder<Item> = {
   record: (raw) => {
-    const o = raw as { metadata?: { name?: unknown }; value?: unknown };
-    return typeof o.metadata?.name === 'string' ? { name: o.metadata.name, value: String(o.value) } : undefined;
+    const o = raw as { metadata?: { name?: unknown }; value?: unknown } | null;
+    return typeof o?.metadata?.name === 'string' ? { name: o.metadata.name, value: String(o.value) } : undefined;
   },
   key: (r) => r.name,
   same: (a, b) => a.value === b.value,
@@ -33,7 +33,7 @@ function scriptedApi() {
     watches: [] as WatchQuery[],
     onList: undefined as ((q: ListQuery) => { rv: string; items?: Array<{ name: string; value: string }> } | Error) | undefined,
     onWatch: undefined as ((q: WatchQuery) => Error | AsyncQueue<WatchEvent | Error | 'end'>) | undefined,
-    async list(_path: string, query: ListQuery, options: { onItem: (o: unknown) => void }) {
+    async list(_path: string, query: ListQuery, options: { signal: AbortSignal; onItem: (o: unknown) => void }): Promise<{ resourceVersion: string; continue?: string }> {
       api.lists.push(query);
       const answer = api.onList?.(query) ?? { rv: '10' };
       if (answer instanceof Error) throw answer;
@@ -287,7 +287,10 @@ test('the facts for /metrics: contact lost once per outage and regained, each fa
   const contact: boolean[] = [];
   const errors: string[] = [];
   const restarts: string[] = [];
-  t.after(subscribe('registry.contact', (m) => contact.push(m.reachable)));
+  t.after(subscribe('registry.contact', (m) => {
+    assert.equal(m.registry, 'kubernetes');
+    contact.push(m.reachable);
+  }));
   t.after(subscribe('registry.error', (m) => errors.push(m.code)));
   t.after(subscribe('watch.restart', (m) => restarts.push(m.reason)));
   let watch = new AsyncQueue<WatchEvent | Error | 'end'>();
@@ -355,4 +358,131 @@ test('the backoff starts over exactly two minutes after the last failure, not a 
   quiet.push(new WeftError(ErrorCodes.UNAVAILABLE, 'broken'));
   await settle();
   assert.deepEqual(failed(), [1000, 1000]);
+});
+
+test('a relist delivers its difference to primed subscribers: deletions of what is gone, puts of what is new or changed, nothing for the rest, nothing at all when nothing changed', async (t) => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  const lists: Array<{ rv: string; items: Array<{ name: string; value: string }> }> = [
+    { rv: '5', items: [{ name: 'a', value: '1' }, { name: 'b', value: '2' }, { name: 'c', value: '3' }] },
+    { rv: '9', items: [{ name: 'a', value: '1' }, { name: 'b', value: '22' }, { name: 'd', value: '4' }] },
+    { rv: '12', items: [{ name: 'a', value: '1' }, { name: 'b', value: '22' }, { name: 'd', value: '4' }] },
+  ];
+  api.onList = () => lists.shift() ?? new WeftError(ErrorCodes.UNAVAILABLE, 'no more');
+  let watch = new AsyncQueue<WatchEvent | Error | 'end'>();
+  api.onWatch = () => watch;
+  const { informer } = run(t, api, clock);
+  const seen: string[][] = [];
+  const sub = new AbortController();
+  t.after(async () => sub.abort());
+  void (async () => {
+    for await (const batch of informer.changes(sub.signal)) seen.push(batch.map((c) => `${c.type} ${c.record.name}=${c.record.value}`));
+  })().catch(() => undefined);
+  await settle();
+  assert.deepEqual(seen, [['put a=1', 'put b=2', 'put c=3']]);
+  const broken = (): void => {
+    const w = watch;
+    watch = new AsyncQueue();
+    w.push(new WeftError(ErrorCodes.UNAVAILABLE, 'broken'));
+  };
+  broken();
+  await clock.wakeNext();
+  assert.deepEqual(seen.slice(1), [['delete c=3', 'put b=22', 'put d=4']]);
+  assert.deepEqual([informer.get('c'), informer.get('b')?.value, informer.size], [undefined, '22', 3]);
+  broken();
+  await clock.wakeNext();
+  assert.equal(seen.length, 2, 'a relist that finds nothing new delivers nothing');
+  // A deletion through the watch delivers the record the cache held, not the (partial) object sent.
+  watch.push({ type: 'DELETED', object: { metadata: { name: 'd', resourceVersion: '13' }, value: 'stale' } });
+  await settle();
+  assert.deepEqual(seen.at(-1), ['delete d=4']);
+  assert.equal(informer.get('d'), undefined);
+});
+
+test('a list in pages follows continue tokens; a token that expires falls back to one list in one piece; another failure mid-list lists again', async (t) => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  const pages = new Map<string, { rv: string; items: Array<{ name: string; value: string }>; continue?: string } | Error>([
+    ['0', { rv: '5', items: [{ name: 'a', value: '1' }], continue: 'p2' }],
+    ['p2', { rv: '5', items: [{ name: 'b', value: '2' }], continue: 'p3' }],
+    ['p3', { rv: '5', items: [{ name: 'c', value: '3' }] }],
+  ]);
+  const list = api.list.bind(api);
+  api.list = async (_path, query, options) => {
+    api.lists.push(query);
+    const answer = pages.get(query.continue ?? query.resourceVersion ?? '-') ?? { rv: '1', items: [] };
+    if (answer instanceof Error) throw answer;
+    for (const i of answer.items) options.onItem({ metadata: { name: i.name }, value: i.value });
+    return { resourceVersion: answer.rv, ...(answer.continue ? { continue: answer.continue } : {}) };
+  };
+  void list;
+  const { informer } = run(t, api, clock);
+  await settle();
+  assert.deepEqual(api.lists.map((q) => q.continue ?? `rv ${q.resourceVersion}`), ['rv 0', 'p2', 'p3']);
+  assert.deepEqual(api.lists.map((q) => q.limit), [500, 500, 500]);
+  assert.equal(informer.size, 3);
+  assert.equal(api.watches.at(-1)?.resourceVersion, '5', 'every page belongs to the first page\'s snapshot');
+
+  const clock2 = new ManualClock();
+  const api2 = scriptedApi();
+  let calls = 0;
+  api2.list = async (_path, query, options) => {
+    api2.lists.push(query);
+    calls++;
+    if (query.continue) throw new KubeApiError({ status: 410, reason: 'Expired', message: 'the continue token expired' });
+    options.onItem({ metadata: { name: `x${calls}` }, value: String(calls) });
+    return calls === 1 ? { resourceVersion: '7', continue: 'p2' } : { resourceVersion: '8' };
+  };
+  const second = run(t, api2, clock2);
+  await settle();
+  assert.deepEqual(api2.lists.map((q) => (q.continue ? `continue ${q.continue}` : `rv ${q.resourceVersion} limit ${q.limit ?? '-'}`)), ['rv 0 limit 500', 'continue p2', 'rv 0 limit -']);
+  assert.deepEqual([second.informer.size, second.informer.get('x3')?.value, second.informer.get('x1')], [1, '3', undefined], 'the pages read before the expiry are dropped');
+  assert.equal(api2.watches.at(-1)?.resourceVersion, '8');
+
+  const clock3 = new ManualClock();
+  const api3 = scriptedApi();
+  api3.list = async (_path, query) => {
+    api3.lists.push(query);
+    if (query.continue) throw new WeftError(ErrorCodes.UNAVAILABLE, 'cut');
+    return { resourceVersion: '7', continue: 'p2' };
+  };
+  run(t, api3, clock3);
+  await settle();
+  await clock3.wakeNext();
+  assert.deepEqual(api3.lists.map((q) => q.continue ?? `rv ${q.resourceVersion}`), ['rv 0', 'p2', 'rv 0', 'p2'], 'a cut page lists again from the start');
+});
+
+test('objects without a name are skipped, in lists and in watches, and cost nothing else', async (t) => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  api.list = async (_path, query, options) => {
+    api.lists.push(query);
+    for (const o of [{ metadata: {} }, 'junk', { metadata: { name: 'a' }, value: '1' }, null]) options.onItem(o);
+    return { resourceVersion: '5' };
+  };
+  const watch = new AsyncQueue<WatchEvent | Error | 'end'>();
+  api.onWatch = () => watch;
+  const { informer, log } = run(t, api, clock);
+  await settle();
+  watch.push({ type: 'ADDED', object: { metadata: { resourceVersion: '6' } } });
+  await settle();
+  assert.equal(informer.size, 1);
+  assert.equal(api.watches.length, 1, 'the watch goes on');
+  assert.ok(log.lines.some((l) => l.level === 'warn'));
+});
+
+test('a stop while listing ends run quietly, not as a failure', async () => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  api.list = (_path, _query, options) => new Promise((_, reject) => options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true }));
+  const ctl = new AbortController();
+  const restarts: string[] = [];
+  const stop = subscribe('watch.restart', (m) => restarts.push(m.reason));
+  const informer = new Informer({ api, path: '/api/v1/things', decoder, what: 'thing', log: recordingLogger(), clock });
+  const running = informer.run(ctl.signal);
+  await settle();
+  ctl.abort();
+  await running;
+  stop();
+  assert.deepEqual(restarts, []);
 });

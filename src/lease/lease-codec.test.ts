@@ -66,7 +66,7 @@ test('decoding follows Go: any case, last duplicate wins, unknown members ignore
 });
 
 test('undecodable values fail with WEFT_ERR_LEASE_DECODE', () => {
-  for (const bad of ['', 'garbage', '[]', '{"PublicIP":1}', '{"PublicIP":"fd00::1"}', '{"PublicIP":"203.0.113.1","PublicIPv6":""}', '{"PublicIP":"203.0.113.1","BackendType":7}', '{"PublicIP":"203.0.113.1"']) {
+  for (const bad of ['', 'garbage', '[]', '{"PublicIP":1}', '{"PublicIP":"nope"}', '{"PublicIP":"203.0.113.1","PublicIPv6":"nope"}', '{"PublicIP":"fd00::1"}', '{"PublicIP":"203.0.113.1","PublicIPv6":""}', '{"PublicIP":"203.0.113.1","BackendType":7}', '{"PublicIP":"203.0.113.1"']) {
     assert.throws(() => decodeLeaseAttrs(bad), (err) => isWeftError(err, 'WEFT_ERR_LEASE_DECODE'), bad);
   }
 });

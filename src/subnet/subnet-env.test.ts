@@ -76,6 +76,17 @@ test('an MTU outside 68..65535 is no MTU: the CNI plugin refuses the file instea
   assert.equal(parseSubnetEnv('FLANNEL_MTU=65535\n').mtu, 65535);
 });
 
+test('an IPv4-only file has no IPv6 lines; quoted values end at their closing quote', () => {
+  assert.equal(formatSubnetEnv({ network: dual.network, subnet: dual.subnet, mtu: 1450, ipMasq: false }), 'FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.42.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n');
+  const masq = (value: string): boolean | undefined => parseSubnetEnv(`FLANNEL_IPMASQ=${value}\n`).ipMasq;
+  assert.equal(masq('"true"'), true);
+  assert.equal(masq("'true'   # a comment"), true);
+  assert.equal(masq('"true"x'), undefined, 'text after the closing quote: not a quoted value');
+  assert.equal(masq('"tr"ue"'), undefined);
+  assert.equal(masq('""'), undefined, 'an empty quoted value is empty');
+  assert.equal(masq('true#not a comment'), undefined);
+});
+
 test('each variable read, line by line: quotes, comments, export, and what each problem says', () => {
   const cidr = parseCidr;
   const cases: Array<[string, string, Record<string, unknown>]> = [

@@ -85,6 +85,7 @@ test('prefixes: one slash at most, a dash added after a path, and only DNS label
     ['example.com/f_o-o', 'example.com/f_o-o-'],
     ['a', 'a/'],
     ['a-b.c-d', 'a-b.c-d/'],
+    ['a.b.c', 'a.b.c/'],
     ['a/b/c', undefined],
     ['example.com//', undefined],
     ['-example.com', undefined],
@@ -186,6 +187,8 @@ test('other Nodes as leases, decoded whole: every attribute as the annotations g
     ['three pod CIDRs', node(managed, [...cidrs, '198.18.4.0/24']), v4, { problem: 'pod cidrs should be IPv4/IPv6 only or dualstack' }],
     ['a pod CIDR that is none', node(managed, ['198.18.3.0/33']), v4, { problem: 'podCIDR "198.18.3.0/33" is not a CIDR' }],
     ['only a pod CIDR of the disabled family', node(both, ['2001:db8:1800:3::/64']), v4, { problem: 'it has no podCIDR of an enabled family' }],
+    ['dual-stack, the IPv4 pod CIDR alone', node(both, ['198.18.3.0/24']), dual, { subnet: { ipv4: parseCidr('198.18.3.0/24') }, attrs: { ...full, ...v6attrs } }],
+    ['dual-stack, the IPv6 pod CIDR alone', node(both, ['2001:db8:1800:3::/64']), dual, { subnet: { ipv6: parseCidr('2001:db8:1800:3::/64') }, attrs: { ...full, ...v6attrs } }],
   ];
   for (const [what, n, config, want] of cases) assert.deepEqual(nodeLease(n, names, config), want, what);
 });
