@@ -50,6 +50,7 @@ test('a table is replaced whole in one transaction, its sets and chains written 
     ].join('\n'),
   );
   assert.equal(replaceTables([{ family: 'ip', name: 't', chains: [] }]), 'add table ip t\ndelete table ip t\ntable ip t {\n}\n', 'no comment, no sets');
+  assert.ok(replaceTables([{ family: 'ip', name: 't', sets: [{ name: 's', type: 'ipv4_addr', flags: ['interval', 'timeout'], elements: [] }], chains: [] }]).includes('    flags interval, timeout\n'));
   const two = replaceTables([{ family: 'ip', name: 'a', chains: [] }, { family: 'ip6', name: 'b', chains: [] }]);
   assert.ok(two.indexOf('table ip6 b {') > two.indexOf('table ip a {'), 'several tables in one transaction, in order');
 });
