@@ -356,7 +356,6 @@ export class LocalManager implements SubnetManager {
       }
     }
   }
-
 }
 
 /** The lease belongs to this node: same public IP in the first enabled family. */
