@@ -1,8 +1,11 @@
 /** The etcd registry mode (the default): flannel's keys in etcd, the lease policy of LocalManager. */
+import { networkInterfaces } from 'node:os';
 import type { Clock } from '../core/clock.js';
+import { formatIp } from '../ip/ip.js';
 import type { Logger } from '../core/log.js';
 import { checkBackend } from '../backend/registry.js';
 import { LocalManager } from '../subnet/local-manager.js';
+import { redactCredentials } from '../subnet/etcd/etcd-gateway.js';
 import { readSubnetEnv } from '../subnet/subnet-env.js';
 import { connectEtcd } from './etcd-connect.js';
 import type { FlagValues } from './flags.js';
@@ -18,21 +21,28 @@ export async function etcdMode(flags: FlagValues<typeof agentFlags>, log: Logger
     log: log.child({ component: 'subnet' }),
     renewMarginMs: flags['subnet-lease-renew-margin'] * 60_000,
     checkConfig: checkBackend,
+    isLocalAddress: (ip) => Object.values(networkInterfaces()).some((list) => list?.some((a) => a.address === formatIp(ip))),
     ...(clock ? { clock } : {}),
     ...(previous.subnet || previous.ipv6Subnet ? { previous: { ...(previous.subnet ? { ipv4: previous.subnet } : {}), ...(previous.ipv6Subnet ? { ipv6: previous.ipv6Subnet } : {}) } } : {}),
   });
   return {
     kind: 'etcd',
-    endpoints: etcdEndpoints(flags['etcd-endpoints']),
+    endpoints: shownEtcdEndpoints(flags['etcd-endpoints']),
     manager,
     // etcd's watches belong to the manager's own calls: nothing runs beside them.
     run: async () => undefined,
     publicIpOverrides: async () => ({ publicIp: '', publicIpv6: '' }),
     networkUp: async () => undefined,
+    skippedEntries: () => registry.skippedEntries(),
     close: () => gateway.close(),
   };
 }
 
 export function etcdEndpoints(flag: string): string[] {
   return flag.split(',').map((e) => e.trim()).filter((e) => e !== '');
+}
+
+/** The endpoints as logs and `/status` show them: without credentials. */
+export function shownEtcdEndpoints(flag: string): string[] {
+  return etcdEndpoints(flag).map(redactCredentials);
 }

@@ -21,6 +21,8 @@ export interface WeftEvents {
   /** This node's lease: held or not, and when it expires (etcd mode). */
   readonly lease: { readonly held: boolean; readonly expiresAt?: number };
   readonly 'lease.renewal': { readonly ok: boolean };
+  /** How many leases in the registry carry this node's public IP, when it looks (more than one: one may be planted). */
+  readonly 'lease.duplicates': { readonly count: number };
   /** How many peers the backend has programmed, and refused by reason code, per family (a gauge). */
   readonly peers: { readonly family: 4 | 6; readonly programmed: number; readonly refused: Readonly<Record<string, number>> };
   /** A write of one entry, by the entry kind's name (`route`, `neighbour`, `fdb`, `tunnel`, ...). */

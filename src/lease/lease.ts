@@ -31,6 +31,12 @@ export interface Lease {
   readonly attrs: LeaseAttrs;
   /** When the registry drops it unless renewed (ms since the epoch); absent when it never expires or is not this process's to know. */
   readonly expiresAt?: number;
+  /**
+   * Where it stands in the registry's order of creation (etcd: the key's create revision), so
+   * that of two leases claiming one thing the established one is kept. Absent where the registry
+   * has no such order; comparable only within one registry.
+   */
+  readonly created?: number;
 }
 
 /** Peer lease changes, in registry order. `removed` carries the last attributes that were seen. */

@@ -4,7 +4,7 @@
  */
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { NetworkConfig, SubnetRange } from '../config/network-config.js';
-import { type Cidr, formatCidr, lastIp, subnetsOf } from '../ip/cidr.js';
+import { type Cidr, containsCidr, formatCidr, lastIp, overlaps, subnetsOf } from '../ip/cidr.js';
 import { formatIp } from '../ip/ip.js';
 import type { SubnetPair } from '../lease/lease.js';
 
@@ -19,6 +19,23 @@ export function inRange(range: SubnetRange, cidr: Cidr): boolean {
     cidr.ip.value >= range.subnetMin.value &&
     cidr.ip.value <= range.subnetMax.value
   );
+}
+
+/**
+ * Whether a lease's subnet holds a place in the range: of the configured length and inside the
+ * network. A lease of any other shape (a `-16` key in a /24 cluster, a `-25`) is one no peer
+ * programs (peer-checks.ts refuses it), so it must not block allocation either: flanneld counts
+ * it, and one stray key then leaves a cluster "out of subnets".
+ */
+export function holdsPlace(range: SubnetRange, cidr: Cidr): boolean {
+  return cidr.ip.family === range.network.ip.family && cidr.prefix === range.subnetLen && containsCidr(range.network, cidr);
+}
+
+/** The leases (their subnets) that hold a place in a range of `config` overlapping `pair`. */
+export function blockers(config: NetworkConfig, taken: readonly SubnetPair[], pair: SubnetPair): SubnetPair[] {
+  const blocks = (range: SubnetRange | undefined, mine: Cidr | undefined, theirs: Cidr | undefined): boolean =>
+    range !== undefined && mine !== undefined && theirs !== undefined && holdsPlace(range, theirs) && overlaps(mine, theirs);
+  return taken.filter((t) => blocks(config.ipv4, pair.ipv4, t.ipv4) || blocks(config.ipv6, pair.ipv6, t.ipv6));
 }
 
 /** flannel's compatibility test for reusing a lease or the subnet file's subnet. */
@@ -59,21 +76,26 @@ export function freeSubnets(range: SubnetRange, taken: readonly Cidr[], limit = 
 
 /**
  * A random free subnet (pair) for every enabled family, or WEFT_ERR_OUT_OF_SUBNETS naming the
- * exhausted range.
+ * exhausted range. A family's subnet in `keep` that fits the config is kept as it is (a family
+ * added to or dropped from the config leaves the other's subnet alone); the caller has checked
+ * that it is free. Only leases that hold a place in the range (holdsPlace) count as taken.
  */
-export function allocateSubnet(config: NetworkConfig, taken: readonly SubnetPair[], random: () => number = Math.random): SubnetPair {
-  const pick = (range: SubnetRange, cidrs: Cidr[]): Cidr => {
-    const free = freeSubnets(range, cidrs);
+export function allocateSubnet(config: NetworkConfig, taken: readonly SubnetPair[], random: () => number = Math.random, keep: SubnetPair = {}): SubnetPair {
+  const pick = (range: SubnetRange, kept: Cidr | undefined, cidrs: Cidr[]): Cidr => {
+    if (kept && inRange(range, kept)) return kept;
+    const placed = cidrs.filter((c) => holdsPlace(range, c));
+    const free = freeSubnets(range, placed);
     if (free.length === 0) {
+      const some = placed.slice(0, 3).map(formatCidr).join(', ');
       throw new WeftError(
         ErrorCodes.OUT_OF_SUBNETS,
-        `out of subnets: every /${range.subnetLen} of ${formatCidr(range.network)} from ${formatIp(range.subnetMin)} to ${formatIp(range.subnetMax)} is leased`,
+        `out of subnets: every /${range.subnetLen} of ${formatCidr(range.network)} from ${formatIp(range.subnetMin)} to ${formatIp(range.subnetMax)} is leased (${placed.length} leases hold a place, e.g. ${some || 'none'}; leases of another length or outside the network are not counted)`,
       );
     }
     return free[Math.floor(random() * free.length)] ?? free[0]!;
   };
   const result: { ipv4?: Cidr; ipv6?: Cidr } = {};
-  if (config.ipv4) result.ipv4 = pick(config.ipv4, taken.flatMap((p) => (p.ipv4 ? [p.ipv4] : [])));
-  if (config.ipv6) result.ipv6 = pick(config.ipv6, taken.flatMap((p) => (p.ipv6 ? [p.ipv6] : [])));
+  if (config.ipv4) result.ipv4 = pick(config.ipv4, keep.ipv4, taken.flatMap((p) => (p.ipv4 ? [p.ipv4] : [])));
+  if (config.ipv6) result.ipv6 = pick(config.ipv6, keep.ipv6, taken.flatMap((p) => (p.ipv6 ? [p.ipv6] : [])));
   return result;
 }

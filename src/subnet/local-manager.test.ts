@@ -260,7 +260,8 @@ test('out of subnets is a clear error', async (t) => {
 test('malformed lease JSON is skipped with one warning per version; a lease outside the network is passed on for the backend\'s check to refuse', async (t) => {
   const h = await harness(t);
   const log = recordingLogger();
-  const watcherMgr = h.manager({ log });
+  const reg = h.registry(undefined, log);
+  const watcherMgr = h.manager({ log, registry: reg });
   await watcherMgr.acquireLease(attrsFor(9), h.signal);
   await h.manager().acquireLease(attrsFor(1), h.signal);
   const put = (k: string, v: string) => h.etcd.admin.put(`${prefix}/subnets/${k}`, v, AbortSignal.timeout(5000));
@@ -280,6 +281,12 @@ test('malformed lease JSON is skipped with one warning per version; a lease outs
   assert.equal(about('198.18.200.0-24').length, 2, 'one warning per bad version of the key');
   assert.equal(about('203.0.113.0').length, 0, 'decodable: not the registry\'s to judge');
   assert.equal(about('not-a-subnet').length, 1);
+  // What weft status shows: the skipped entries, since they were first found invalid.
+  const skipped = reg.skippedEntries();
+  assert.deepEqual(skipped.map((e) => e.key).sort(), [`${prefix}/subnets/198.18.200.0-24`, `${prefix}/subnets/not-a-subnet`]);
+  assert.match(skipped.find((e) => e.key.endsWith('200.0-24'))!.reason, /invalid value/);
+  await h.etcd.admin.deleteRange(`${prefix}/subnets/198.18.200.0-24`, { signal: AbortSignal.timeout(5000) });
+  await waitUntil('the deleted entry is no longer reported', () => reg.skippedEntries().length === 1);
 });
 
 test('etcd unreachable while acquiring: the manager waits it out instead of failing', { timeout: 60_000 }, async (t) => {

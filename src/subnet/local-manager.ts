@@ -13,11 +13,10 @@ import { AsyncQueue } from '../core/async-queue.js';
 import { ErrorCodes, WeftError, errorMessage, isRetriable, isWeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../config/network-config.js';
-import { overlaps } from '../ip/cidr.js';
-import { type IpAddr, ipEquals } from '../ip/ip.js';
+import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
 import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatPublicIps, formatSubnetPair, leaseAttrsEqual, publicIpOf, subnetPairEquals } from '../lease/lease.js';
 import { toLeaseEvents } from '../lease/lease-tracker.js';
-import { allocateSubnet, isCompatible } from './allocator.js';
+import { allocateSubnet, blockers, inRange, isCompatible } from './allocator.js';
 import { type LeaseWatchEvent, watchLeaseSet } from './lease-watch.js';
 import type { Registry, StoredLease } from './registry.js';
 import type { LeaseCheck, SubnetManager } from './subnet-manager.js';
@@ -43,6 +42,13 @@ export interface LocalManagerOptions {
    * options); a config that fails them is waited on like a missing one, since it is fixed in etcd.
    */
   readonly checkConfig?: (config: NetworkConfig) => void;
+  /**
+   * Whether an address is one of this host's. A lease found only by its public IP is adopted
+   * when it is (a reinstalled node), refused when it is not and subnet.env does not name it:
+   * another node's --public-ip given to this one would otherwise take that node's lease and MAC.
+   * Unset: every lease found by public IP is adopted, as flanneld does.
+   */
+  readonly isLocalAddress?: (ip: IpAddr) => boolean;
 }
 
 export class LocalManager implements SubnetManager {
@@ -54,6 +60,7 @@ export class LocalManager implements SubnetManager {
   readonly #random: () => number;
   readonly #clock: Clock;
   readonly #checkConfig: (config: NetworkConfig) => void;
+  readonly #isLocalAddress: ((ip: IpAddr) => boolean) | undefined;
   #config: NetworkConfig | undefined;
   #attrs: LeaseAttrs | undefined;
   #own: StoredLease | undefined;
@@ -71,6 +78,7 @@ export class LocalManager implements SubnetManager {
     this.#random = options.random ?? Math.random;
     this.#clock = options.clock ?? systemClock;
     this.#checkConfig = options.checkConfig ?? (() => undefined);
+    this.#isLocalAddress = options.isLocalAddress;
   }
 
   /** The lease this manager holds now, if any. */
@@ -101,7 +109,7 @@ export class LocalManager implements SubnetManager {
 
   async acquireLease(attrs: LeaseAttrs, signal: AbortSignal): Promise<Lease> {
     const config = await this.getNetworkConfig(signal);
-    const own = await this.#patiently('acquire a lease', () => this.#acquire(config, attrs, this.#previous, signal), signal);
+    const own = await this.#patiently('acquire a lease', () => this.#acquire(config, attrs, this.#previous, false, signal), signal);
     this.#attrs = attrs;
     this.#own = own;
     this.#reservation = own.ttlLease === '0';
@@ -243,7 +251,7 @@ export class LocalManager implements SubnetManager {
   async #takeBack(retry: Backoff, signal: AbortSignal): Promise<StoredLease | undefined> {
     while (!signal.aborted) {
       try {
-        this.#own = await this.#acquire(this.#config!, this.#attrs!, this.#own!.subnet, signal);
+        this.#own = await this.#acquire(this.#config!, this.#attrs!, this.#own!.subnet, true, signal);
         publishLease(this.#own);
         this.#reservation = this.#own.ttlLease === '0';
         this.#needsRewrite = false;
@@ -290,42 +298,80 @@ export class LocalManager implements SubnetManager {
     }
   }
 
-  async #acquire(config: NetworkConfig, attrs: LeaseAttrs, previous: SubnetPair | undefined, signal: AbortSignal): Promise<StoredLease> {
+  /**
+   * One lease for this node, in this order (spec §4.1, hardened):
+   * 1. this node's lease on `preferred` (subnet.env's subnet at start, or the one it holds);
+   * 2. at start only, a reservation (a lease without TTL, an operator's) carrying this node's
+   *    public IP: how an operator moves a node, by deleting its lease and restarting it;
+   * 3. `preferred` while no other node holds it, even when another lease carries this public
+   *    IP: a lease planted with a node's address must not move it off the subnet its pods use;
+   * 4. the oldest lease carrying this node's public IP (flannel's reuse by public IP);
+   * 5. a new subnet, keeping the families of 1-4 that still fit (EnableIPv6 turned on or off
+   *    leaves the IPv4 subnet as it was).
+   * Several leases carrying this public IP are reported (one of them may be planted).
+   */
+  async #acquire(config: NetworkConfig, attrs: LeaseAttrs, preferred: SubnetPair | undefined, holding: boolean, signal: AbortSignal): Promise<StoredLease> {
     const backoff = new Backoff({ initialMs: 20, maxMs: 1000, random: this.#random });
-    let previousUsable = previous !== undefined && isCompatible(config, previous);
-    if (previous && !previousUsable) {
-      this.#log.info({ subnet: formatSubnetPair(previous) }, 'previous subnet does not fit the network config; ignoring it');
+    if (preferred && !fitsSomewhere(config, preferred)) {
+      this.#log.info({ subnet: formatSubnetPair(preferred) }, 'previous subnet does not fit the network config; ignoring it');
     }
+    let reported = '';
     for (let attempt = 1; attempt <= maxAcquireAttempts; attempt++) {
       const snap = await this.#registry.getLeases({ signal });
-      const mine = snap.leases.find((l) => sameNode(config, l.attrs, attrs));
-      if (mine) {
-        if (isCompatible(config, mine.subnet)) {
-          try {
-            // A reservation (no TTL lease) stays one.
-            const ttlSeconds = mine.ttlLease === '0' ? 0 : this.#ttlSeconds;
-            return await this.#registry.updateLease(mine, attrs, { ttlSeconds, signal });
-          } catch (err) {
-            if (!isWeftError(err, ErrorCodes.LEASE_CHANGED)) throw err;
-            continue;
-          }
-        }
-        this.#log.warn({ subnet: formatSubnetPair(mine.subnet) }, 'deleting this node\'s lease: it does not fit the network config');
-        await this.#registry.deleteLease(mine, signal);
+      const mine = snap.leases.filter((l) => sameNode(config, l.attrs, attrs)).sort(byAge);
+      const report = mine.map((l) => formatSubnetPair(l.subnet)).join(' ');
+      if (mine.length > 1 && report !== reported) {
+        this.#log.warn({ subnets: report, publicIp: formatPublicIps(attrs) }, 'several leases carry this node\'s public IP; one of them may have been planted');
       }
+      if (report !== reported) publish('lease.duplicates', { count: mine.length });
+      reported = report;
+      const others = snap.leases.filter((l) => !mine.includes(l)).map((l) => l.subnet);
+      const held = preferred ? mine.find((l) => subnetPairEquals(l.subnet, preferred)) : undefined;
+      const reservation = mine.find((l) => l.ttlLease === '0' && isCompatible(config, l.subnet));
+      const chosen = held ?? (holding ? undefined : reservation) ?? (preferred && isFree(config, preferred, others) ? undefined : mine.find((l) => isCompatible(config, l.subnet)));
+      if (chosen && isCompatible(config, chosen.subnet)) {
+        const address = config.enableIPv4 ? attrs.publicIp : attrs.publicIpv6;
+        if (chosen !== held && chosen !== reservation && !holding && address && this.#isLocalAddress && !this.#isLocalAddress(address)) {
+          throw new WeftError(
+            ErrorCodes.CONFIG,
+            `the lease of ${formatSubnetPair(chosen.subnet)} carries this node's public IP ${formatIp(address)}, which is not an address of this host, and the subnet file does not name it: another node may own it (a copied --public-ip?). If this node is behind NAT and was reinstalled, delete that lease or restore its subnet file`,
+          );
+        }
+        try {
+          // A reservation (no TTL lease) stays one.
+          const ttlSeconds = chosen.ttlLease === '0' ? 0 : this.#ttlSeconds;
+          return await this.#registry.updateLease(chosen, attrs, { ttlSeconds, signal });
+        } catch (err) {
+          if (!isWeftError(err, ErrorCodes.LEASE_CHANGED)) throw err;
+          continue;
+        }
+      }
+      // Nothing to reuse whole: a new key, keeping what still fits of the subnet held, subnet.env's
+      // or this node's lease, each while no other node holds it.
+      const partial = [held, ...(preferred ? [{ subnet: preferred }] : []), ...mine].find((l) => l && fitsSomewhere(config, l.subnet) && isFree(config, l.subnet, others));
       const taken = snap.leases.map((l) => l.subnet);
       let subnet: SubnetPair;
-      if (previous && previousUsable && !taken.some((t) => pairsOverlap(t, previous))) {
-        subnet = previous;
-      } else {
-        if (previous && previousUsable && attempt === 1) {
-          this.#log.info({ subnet: formatSubnetPair(previous) }, 'previous subnet is leased by another node; allocating a new one');
-        }
-        previousUsable = false;
-        subnet = allocateSubnet(config, taken, this.#random);
+      try {
+        subnet = partial ? allocateSubnet(config, taken.filter((t) => !subnetPairEquals(t, partial.subnet)), this.#random, partial.subnet) : allocateSubnet(config, taken, this.#random);
+      } catch (err) {
+        if (!isWeftError(err, ErrorCodes.OUT_OF_SUBNETS) || mine.length === 0) throw err;
+        // This node's unfitting leases hold places it can use once they are gone.
+        subnet = allocateSubnet(config, others, this.#random);
+      }
+      if (preferred && attempt === 1 && !subnetPairEquals(subnet, preferred) && fitsSomewhere(config, preferred)) {
+        const by = blockers(config, others, preferred)[0];
+        if (by) this.#log.info({ subnet: formatSubnetPair(preferred), heldBy: formatSubnetPair(by) }, 'previous subnet is leased by another node; allocating a new one');
       }
       try {
-        return await this.#registry.createLease(subnet, attrs, { ttlSeconds: this.#ttlSeconds, signal });
+        const created = await this.#registry.createLease(subnet, attrs, { ttlSeconds: this.#ttlSeconds, signal });
+        // This node's leases that no longer fit the config (a family added or dropped): gone
+        // once the new one is written, so that its IPv4 subnet is never free in between.
+        for (const old of mine) {
+          if (isCompatible(config, old.subnet) || subnetPairEquals(old.subnet, subnet)) continue;
+          this.#log.warn({ subnet: formatSubnetPair(old.subnet), now: formatSubnetPair(subnet) }, 'deleting this node\'s lease: it does not fit the network config');
+          await this.#registry.deleteLease(old, signal);
+        }
+        return created;
       } catch (err) {
         if (!isWeftError(err, ErrorCodes.SUBNET_TAKEN)) throw err;
         this.#log.debug({ subnet: formatSubnetPair(subnet), attempt }, 'lost a race for a subnet; listing again');
@@ -364,8 +410,19 @@ function sameNode(config: NetworkConfig, a: LeaseAttrs, b: LeaseAttrs): boolean 
   return a.publicIpv6 !== undefined && b.publicIpv6 !== undefined && ipEquals(a.publicIpv6, b.publicIpv6);
 }
 
-function pairsOverlap(a: SubnetPair, b: SubnetPair): boolean {
-  return (a.ipv4 !== undefined && b.ipv4 !== undefined && overlaps(a.ipv4, b.ipv4)) || (a.ipv6 !== undefined && b.ipv6 !== undefined && overlaps(a.ipv6, b.ipv6));
+/** Some family of `pair` is a subnet the config hands out. */
+function fitsSomewhere(config: NetworkConfig, pair: SubnetPair): boolean {
+  return (config.ipv4 !== undefined && pair.ipv4 !== undefined && inRange(config.ipv4, pair.ipv4)) || (config.ipv6 !== undefined && pair.ipv6 !== undefined && inRange(config.ipv6, pair.ipv6));
+}
+
+/** No lease of another node that holds a place in the network overlaps `pair`. */
+function isFree(config: NetworkConfig, pair: SubnetPair, others: readonly SubnetPair[]): boolean {
+  return blockers(config, others, pair).length === 0;
+}
+
+/** Oldest first, by the registry's creation order; leases without one keep their order. */
+function byAge(a: StoredLease, b: StoredLease): number {
+  return (a.created ?? Infinity) - (b.created ?? Infinity) || 0;
 }
 
 function ownLease(own: StoredLease): Lease {

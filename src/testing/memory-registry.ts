@@ -146,7 +146,9 @@ export class MemoryRegistry implements Registry {
     this.#entries.get(key)?.expiry?.abort();
     const revision = ++this.#revision;
     const ttlLease = ttlSeconds > 0 ? String(++this.#ttlIds) : '0';
-    const lease: StoredLease = { subnet, attrs, modRevision: revision, ttlLease, ...(ttlSeconds > 0 ? { expiresAt: this.#clock.now() + ttlSeconds * 1000 } : {}) };
+    // As etcd: the create revision stays with the key until it is deleted.
+    const created = this.#entries.get(key)?.lease.created ?? revision;
+    const lease: StoredLease = { subnet, attrs, modRevision: revision, created, ttlLease, ...(ttlSeconds > 0 ? { expiresAt: this.#clock.now() + ttlSeconds * 1000 } : {}) };
     let expiry: AbortController | undefined;
     if (ttlSeconds > 0) {
       expiry = new AbortController();

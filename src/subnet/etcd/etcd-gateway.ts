@@ -69,6 +69,8 @@ export interface KeyValue {
   readonly key: string;
   readonly value: string;
   readonly modRevision: number;
+  /** The revision that created the key (unchanged by later writes until it is deleted). */
+  readonly createRevision: number;
   readonly version: number;
   /** `'0'` for a key without an etcd lease (a reservation). */
   readonly lease: string;
@@ -143,10 +145,10 @@ export class EtcdGateway {
       try {
         url = new URL(e);
       } catch (err) {
-        throw new WeftError(ErrorCodes.CONFIG, `invalid etcd endpoint ${JSON.stringify(e)}`, { cause: err });
+        throw new WeftError(ErrorCodes.CONFIG, `invalid etcd endpoint ${JSON.stringify(redactCredentials(e))}`, { cause: err });
       }
       if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-        throw new WeftError(ErrorCodes.CONFIG, `etcd endpoint ${JSON.stringify(e)} must be http:// or https://`);
+        throw new WeftError(ErrorCodes.CONFIG, `etcd endpoint ${JSON.stringify(redactCredentials(e))} must be http:// or https://`);
       }
       return url;
     });
@@ -222,6 +224,13 @@ export class EtcdGateway {
     const id = res['ID'];
     if (typeof id !== 'string' || !/^[0-9]+$/.test(id)) throw protocolError('lease grant without an ID', res);
     return { id, ttlSeconds: Number(res['TTL'] ?? ttlSeconds) };
+  }
+
+  /** Seconds the lease has left, or undefined when it no longer exists (etcd answers TTL -1). */
+  async leaseTimeToLive(id: string, signal: AbortSignal): Promise<number | undefined> {
+    const res = asObject(await this.#unary('/v3/lease/timetolive', { ID: id }, signal));
+    const ttl = Number(res['TTL'] ?? -1);
+    return Number.isFinite(ttl) && ttl >= 0 ? ttl : undefined;
   }
 
   /** Revokes a lease; one that no longer exists counts as revoked. */
@@ -443,6 +452,7 @@ function parseKeyValue(raw: unknown): KeyValue {
     key: unb64(kv['key']),
     value: unb64(kv['value']),
     modRevision: Number(kv['mod_revision'] ?? 0),
+    createRevision: Number(kv['create_revision'] ?? 0),
     version: Number(kv['version'] ?? 0),
     lease: typeof kv['lease'] === 'string' ? kv['lease'] : '0',
   };
@@ -533,4 +543,12 @@ async function* jsonStream(res: Http.IncomingMessage): AsyncGenerator<unknown> {
     }
   }
   if (buffered.trim() !== '') yield JSON.parse(buffered);
+}
+
+/**
+ * An endpoint as logs, errors and `/status` may show it: a `user:password@` in it (flanneld takes
+ * credentials from flags, but operators paste them into URLs too) becomes `***@`.
+ */
+export function redactCredentials(endpoint: string): string {
+  return endpoint.replace(/^([a-zA-Z][a-zA-Z0-9+.-]*:\/\/)[^/?#]*@/, '$1***@');
 }

@@ -27,14 +27,22 @@ export function joinKey(...parts: string[]): string {
   return joined.length > 1 ? joined.replace(/\/$/, '') : joined;
 }
 
+/** A registry entry that no agent programs, as `weft status` shows it. */
+export interface SkippedEntry {
+  readonly key: string;
+  readonly reason: string;
+  /** When it was first found invalid (ms since the epoch). */
+  readonly since: number;
+}
+
 export class EtcdRegistry implements Registry {
   readonly #etcd: EtcdGateway;
   readonly #configKey: string;
   readonly #subnetsDir: string;
   readonly #log: Logger;
   readonly #clock: Clock;
-  /** key → mod revision already warned about, so one bad entry logs once. */
-  readonly #warned = new Map<string, number>();
+  /** Entries skipped as invalid: the revision warned about (one bad entry logs once), why, since when. */
+  readonly #warned = new Map<string, SkippedEntry & { modRevision: number }>();
 
   constructor(etcd: EtcdGateway, options: EtcdRegistryOptions = {}) {
     const prefix = options.prefix ?? defaultEtcdPrefix;
@@ -66,6 +74,8 @@ export class EtcdRegistry implements Registry {
       ? await this.#etcd.range(this.subnetKey(options.subnet), { signal: options.signal })
       : await this.#etcd.range(this.#subnetsDir, { prefix: true, signal: options.signal });
     const leases: StoredLease[] = [];
+    // A full listing says which skipped entries are gone (deleted while no watch ran).
+    if (!options.subnet) for (const key of this.#warned.keys()) if (!res.kvs.some((kv) => kv.key === key)) this.#warned.delete(key);
     for (const kv of res.kvs) {
       const lease = this.#decode(kv);
       if (lease) leases.push(lease);
@@ -83,7 +93,7 @@ export class EtcdRegistry implements Registry {
         options.signal,
       );
       if (!res.succeeded) throw new WeftError(ErrorCodes.SUBNET_TAKEN, `subnet already exists: ${key}`);
-      return this.#stored(subnet, attrs, res.revision, ttl);
+      return this.#stored(subnet, attrs, res.revision, ttl, res.revision);
     } catch (err) {
       if (ttl) await this.#revokeQuietly(ttl.id);
       throw err;
@@ -109,7 +119,7 @@ export class EtcdRegistry implements Registry {
     }
     // The old TTL lease now holds no key; revoking it spares etcd 24 h of bookkeeping.
     if (current.ttlLease !== '0' && current.ttlLease !== ttl?.id) await this.#revokeQuietly(current.ttlLease);
-    return this.#stored(current.subnet, attrs, res.revision, ttl);
+    return this.#stored(current.subnet, attrs, res.revision, ttl, current.created);
   }
 
   async deleteLease(current: StoredLease, signal: AbortSignal): Promise<boolean> {
@@ -150,11 +160,12 @@ export class EtcdRegistry implements Registry {
     }
   }
 
-  #stored(subnet: SubnetPair, attrs: LeaseAttrs, revision: number, ttl: { id: string; ttlSeconds: number } | undefined): StoredLease {
+  #stored(subnet: SubnetPair, attrs: LeaseAttrs, revision: number, ttl: { id: string; ttlSeconds: number } | undefined, created: number | undefined): StoredLease {
     return {
       subnet,
       attrs,
       modRevision: revision,
+      ...(created !== undefined ? { created } : {}),
       ttlLease: ttl?.id ?? '0',
       ...(ttl ? { expiresAt: this.#clock.now() + ttl.ttlSeconds * 1000 } : {}),
     };
@@ -173,7 +184,7 @@ export class EtcdRegistry implements Registry {
     try {
       const attrs = decodeLeaseAttrs(kv.value);
       this.#warned.delete(kv.key);
-      return { subnet, attrs, modRevision: kv.modRevision, ttlLease: kv.lease };
+      return { subnet, attrs, modRevision: kv.modRevision, ttlLease: kv.lease, ...(kv.createRevision > 0 ? { created: kv.createRevision } : {}) };
     } catch (err) {
       if (!isWeftError(err, ErrorCodes.LEASE_DECODE)) throw err;
       this.#warnOnce(kv, `skipping lease with an invalid value: ${err.message}`);
@@ -182,8 +193,17 @@ export class EtcdRegistry implements Registry {
   }
 
   #warnOnce(kv: KeyValue, msg: string): void {
-    if (this.#warned.get(kv.key) === kv.modRevision) return;
-    this.#warned.set(kv.key, kv.modRevision);
+    const before = this.#warned.get(kv.key);
+    if (before?.modRevision === kv.modRevision) return;
+    this.#warned.set(kv.key, { key: kv.key, reason: msg, since: before?.since ?? this.#clock.now(), modRevision: kv.modRevision });
     this.#log.warn({ key: kv.key, modRevision: kv.modRevision }, msg);
+  }
+
+  /**
+   * Entries under `subnets/` that are skipped now, with why and since when: a lease overwritten
+   * with an invalid value keeps its last valid form programmed, and `weft status` says so.
+   */
+  skippedEntries(): SkippedEntry[] {
+    return [...this.#warned.values()].map(({ key, reason, since }) => ({ key, reason, since }));
   }
 }
