@@ -27,6 +27,12 @@ export class EntryIndex<T extends object> {
     return v instanceof Shared ? v.entries.at(-1) : v;
   }
 
+  /** Every entry wanted under `key`, oldest first. */
+  all(key: string): readonly T[] {
+    const v = this.#byKey.get(key);
+    return v === undefined ? [] : v instanceof Shared ? v.entries : [v];
+  }
+
   has(key: string): boolean {
     return this.#byKey.has(key);
   }
@@ -68,12 +74,39 @@ class Shared<T> {
   }
 }
 
+/** An entry a program wants that another program already wants in another form. */
+export interface Conflict {
+  readonly kind: EntryKind;
+  readonly entry: object;
+  /** The form already wanted (the established program's entry). */
+  readonly theirs: object;
+}
+
 /** The union of the programs of all accepted peers, per kind, kept up to date as peers come and go. */
 export class DesiredState {
   readonly #byKind = new Map<string, EntryIndex<object>>();
+  readonly #kinds: readonly EntryKind[];
 
   constructor(kinds: readonly EntryKind[]) {
+    this.#kinds = kinds;
     for (const kind of kinds) this.#byKind.set(kind.name, new EntryIndex((e) => kind.key(e)));
+  }
+
+  /**
+   * The first entry of `program`, of an exclusive kind, that another program wants in another
+   * form; entries of `replacing` (the same peer's program before its lease changed) do not count.
+   */
+  conflict(program: Program, replacing?: Program): Conflict | undefined {
+    for (const kind of this.#kinds) {
+      if (!kind.exclusive) continue;
+      const index = this.#index(kind.name);
+      const own = new Set(replacing?.[kind.name] ?? []);
+      for (const entry of program[kind.name] ?? []) {
+        const theirs = index.all(kind.key(entry)).find((e) => !own.has(e) && !kind.matches(entry, e));
+        if (theirs) return { kind, entry, theirs };
+      }
+    }
+    return undefined;
   }
 
   /** The wanted entries of one kind. */

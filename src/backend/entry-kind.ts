@@ -34,6 +34,13 @@ export interface EntryKind<T extends object = object> {
    * nothing. False for notifications about other kinds.
    */
   departs(change: NetlinkChange, want: (key: string) => T | undefined): boolean;
+  /**
+   * Set when two leases must not want one key in two forms: vxlan's FDB, where a VtepMAC sent to
+   * a second address takes the first node's traffic. The lease that wanted it first keeps it; a
+   * later one is refused whole with this code (and a text naming what it claims). Unset: a shared
+   * key takes the form the program added last wants.
+   */
+  readonly exclusive?: { readonly code: string; describe(entry: T): string };
   /** Called after every pass that may have written entries of this kind: a kind whose "kernel" takes its entries whole (udp's table) writes them here. */
   flush?(): void;
 }

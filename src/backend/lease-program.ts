@@ -18,8 +18,10 @@ export const isRefusal = (r: PeerProgram | Refusal): r is Refusal => !('entries'
 const isFamilyRefusal = (r: Program | Refusal): r is Refusal => typeof r['refused'] === 'string';
 
 export function programFamilies(lease: Lease, planes: readonly FamilyPlane[], programFamily: (lease: Lease, plane: FamilyPlane) => Program | Refusal): PeerProgram | Refusal {
-  const entries: Record<string, object[]> = {};
-  const families: FamilyPlane['family'][] = [];
+  // Kept for every peer while it lives: arrays of exactly their length (a push onto an empty
+  // array reserves 17 slots; with 1000 peers, 3 kinds and 2 families that is 0.7 MB of slack).
+  let entries: Record<string, readonly object[]> = {};
+  let families: readonly FamilyPlane['family'][] = [];
   const refusals: string[] = [];
   const refusedFamilies: FamilyRefusal[] = [];
   for (const plane of planes) {
@@ -29,8 +31,19 @@ export function programFamilies(lease: Lease, planes: readonly FamilyPlane[], pr
       refusedFamilies.push({ family: plane.family, code: result.code });
       continue;
     }
-    families.push(plane.family);
-    for (const [kind, list] of Object.entries(result)) if (list) (entries[kind] ??= []).push(...list);
+    families = families.concat(plane.family);
+    // The first family's program is taken as it is (the backend made it for this lease alone);
+    // a second one's lists are joined to it with concat, which sizes exactly.
+    if (families.length === 1 && Object.values(result).every((list) => list !== undefined)) {
+      entries = result as Record<string, readonly object[]>;
+    } else {
+      const merged: Record<string, readonly object[]> = {};
+      for (const kind of new Set([...Object.keys(entries), ...Object.keys(result)])) {
+        const [a, b] = [entries[kind], result[kind]];
+        if (a || b) merged[kind] = a && b ? a.concat(b) : (a ?? b)!;
+      }
+      entries = merged;
+    }
   }
   if (families.length === 0) return { refused: refusals.join('; '), code: refusedFamilies[0]?.code ?? 'refused', refusedFamilies };
   return { entries, families, ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };

@@ -6,6 +6,7 @@
  * over a 1500-byte link), so weft asks for what the kernel gives (spec §12 item 15). udp: IPv4 20
  * + UDP 8, as flannel; it carries IPv4 only. host-gw: nothing, pods get the interface's MTU.
  */
+import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { Family } from '../ip/ip.js';
 
 export const encapsulationOverhead = {
@@ -24,4 +25,21 @@ export function deviceMtu(encapsulation: Encapsulation, underlay: number, family
 /** FLANNEL_MTU: the smallest of the families' device MTUs, so a pod packet fits whichever family carries it. */
 export function podMtu(encapsulation: Encapsulation, underlay: number, families: readonly Family[]): number {
   return Math.min(...families.map((f) => deviceMtu(encapsulation, underlay, f)));
+}
+
+/** The least MTU a link may have to carry the family at all (RFC 791, RFC 8200). */
+export const minimumMtu = { 4: 68, 6: 1280 } as const satisfies Record<Family, number>;
+
+/**
+ * Refuses an underlay MTU (`Backend.MTU`) whose device MTU would be below what its family needs:
+ * the kernel would refuse the device (EINVAL) or a negative MTU would reach netlink, and the agent
+ * would exit in a restart loop instead of at the config check with the reason.
+ */
+export function checkUnderlayMtu(encapsulation: Encapsulation, underlay: number, families: readonly Family[], what = 'Backend.MTU'): void {
+  for (const family of families) {
+    const least = minimumMtu[family] + encapsulationOverhead[encapsulation][family];
+    if (underlay < least) {
+      throw new WeftError(ErrorCodes.CONFIG, `${what} ${underlay} is too small: an IPv${family} ${encapsulation} device needs an underlay MTU of at least ${least} (${minimumMtu[family]} + ${encapsulationOverhead[encapsulation][family]} bytes of encapsulation)`);
+    }
+  }
 }

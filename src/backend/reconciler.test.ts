@@ -131,16 +131,41 @@ test('a failed route (the last kind) does not stop the peer\'s other routes, nor
   assert.deepEqual(nl.writes.slice(before), [`replaceNeighbour ${dev} 198.18.5.0`, `replaceFdb ${dev} ${mac(5)}`, 'replaceRoute 198.18.105.0/24'], 'no retry yet, no roll-back');
 });
 
-test('two leases with one VtepMAC share the FDB entry: removing one keeps it, pointing at the other', async (t) => {
+test('a VtepMAC claimed at a second address is refused while the established lease holds it; once that one is gone, the other is programmed', async (t) => {
   const shared = '0e:00:00:00:00:99';
-  const { nl, events, counts } = start(t, [lease(2, shared), lease(3, shared)]);
+  const planted: Lease = { ...lease(4, shared), created: 9 };
+  const { nl, events, counts, reconciler } = start(t, [planted, { ...lease(2, shared), created: 3 }, lease(3)]);
+  await waitUntil('the established lease and the other are programmed', () => counts().routes === 2);
+  assert.equal(nl.fdbTable.get(`${dev} ${shared}`)?.dst?.value, parseIp('203.0.113.2').value, 'the older lease keeps the MAC, whatever the listing order');
+  const refused = reconciler.status().find((p) => p.subnet === '198.18.4.0/24');
+  assert.equal(refused?.state, 'refused');
+  assert.match(refused!.reason!, /VtepMAC 0e:00:00:00:00:99 is already claimed by the lease of 198\.18\.2\.0\/24/);
+  const refusals: Array<WeftEvents['peers']> = [];
+  const off = subscribe('peers', (m) => refusals.push(m));
+  t.after(off);
+  // A newcomer in a later batch is refused too, and its route never appears.
+  events.push([{ type: 'added', lease: lease(5, shared) }]);
+  await waitUntil('counted as refused', () => refusals.at(-1)?.refused['duplicate_vtep_mac'] === 2);
+  assert.equal(nl.routeTable.has('198.18.5.0/24'), false);
+  assert.equal(nl.fdbTable.get(`${dev} ${shared}`)?.dst?.value, parseIp('203.0.113.2').value);
+  // The established lease goes: one claimant takes the MAC over.
+  events.push([{ type: 'removed', lease: lease(2, shared) }]);
+  await waitUntil('a refused claimant is programmed', () => nl.routeTable.has('198.18.4.0/24') || nl.routeTable.has('198.18.5.0/24'));
+  const now = nl.fdbTable.get(`${dev} ${shared}`)?.dst?.value;
+  assert.ok(now === parseIp('203.0.113.4').value || now === parseIp('203.0.113.5').value);
+  assert.equal(reconciler.status().filter((p) => p.state === 'refused').length, 1, 'the other one is still refused');
+});
+
+test('one node\'s two leases with one VtepMAC at one address share the FDB entry: removing one keeps it', async (t) => {
+  const shared = '0e:00:00:00:00:99';
+  const twin = (n: number): Lease => ({ ...lease(n, shared), attrs: { ...lease(n, shared).attrs, publicIp: parseIp('203.0.113.2') } });
+  const { nl, events, counts } = start(t, [twin(2), twin(3)]);
   await waitUntil('both are programmed', () => counts().routes === 2);
   assert.equal(nl.fdbTable.size, 1);
-  events.push([{ type: 'removed', lease: lease(3, shared) }]);
-  await waitUntil('the removed peer\'s route is gone', () => counts().routes === 1);
-  const entry = nl.fdbTable.get(`${dev} ${shared}`);
-  assert.ok(entry, 'the shared FDB entry stays');
-  await waitUntil('it points at the remaining peer', () => nl.fdbTable.get(`${dev} ${shared}`)?.dst?.value === parseIp('203.0.113.2').value);
+  events.push([{ type: 'removed', lease: twin(3) }]);
+  await waitUntil('the removed lease\'s route is gone', () => counts().routes === 1);
+  await settle();
+  assert.equal(nl.fdbTable.get(`${dev} ${shared}`)?.dst?.value, parseIp('203.0.113.2').value, 'the shared FDB entry stays');
 });
 
 test('a stray route in scope is removed; routes outside the cluster network or in the own subnet are left alone', async (t) => {

@@ -91,6 +91,8 @@ export class Reconciler {
   readonly #retry: Backoff;
   #retryPending = false;
   #unparsedSeen = false;
+  /** Leases refused because an established peer holds what they claim: tried again after changes. */
+  readonly #conflicted = new Set<string>();
   /** Off for the first pass, which programs every peer rather than repairing anything. */
   #countRepairs = false;
   /** Kernel writes that failed, ever: a pass that adds none resets the retry backoff. */
@@ -183,7 +185,8 @@ export class Reconciler {
         } else {
           // The first batch is the whole set: record it and let one reconcile write only what
           // the kernel lacks (nothing at all after a restart), instead of rewriting every entry.
-          for (const event of batch) {
+          // Oldest first, so that of two leases claiming one thing the established one keeps it.
+          for (const event of [...batch].sort(byCreation)) {
             const key = formatSubnetKey(event.lease.subnet);
             const program = event.type === 'added' ? this.#program(key, event.lease) : undefined;
             if (program) this.#setPeer(key, event.lease, program);
@@ -239,6 +242,20 @@ export class Reconciler {
       // Entries of the old program that the new one no longer wants.
       if (old) await this.#remove(old.program.entries, old.lease);
       toAdd.push({ lease: event.lease, program });
+    }
+    // A lease refused for claiming what another held may have it now.
+    if (this.#conflicted.size > 0 && batch.length > 0) {
+      for (const key of [...this.#conflicted]) {
+        const refused = this.#refused.get(key);
+        if (!refused || this.#peers.has(key)) {
+          this.#conflicted.delete(key);
+          continue;
+        }
+        const program = this.#program(key, refused.lease);
+        if (!program) continue;
+        this.#setPeer(key, refused.lease, program);
+        toAdd.push({ lease: refused.lease, program });
+      }
     }
     for (const { lease, program } of toAdd) {
       if (signal.aborted) break;
@@ -380,7 +397,7 @@ export class Reconciler {
   }
 
   #program(key: string, lease: Lease): PeerProgram | undefined {
-    const result = this.#scope.program(lease);
+    const result = this.#claimed(key, this.#scope.program(lease));
     if (result === null || result.refused === undefined) {
       this.#refused.delete(key);
       return result === null || isRefusal(result) ? undefined : result;
@@ -395,6 +412,21 @@ export class Reconciler {
     const families = result.refusedFamilies ?? (whole ? this.#scope.families.map((family) => ({ family, code: (result as Refusal).code })) : []);
     this.#refused.set(key, { reason, lease, whole, families, since: prev?.reason === reason ? prev.since : this.#clock.now() });
     return whole ? undefined : result;
+  }
+
+  /** The program, or a refusal when it wants what an established peer (or the node) holds in another form. */
+  #claimed(key: string, result: PeerProgram | Refusal | null): PeerProgram | Refusal | null {
+    this.#conflicted.delete(key);
+    if (result === null || isRefusal(result)) return result;
+    const clash = this.#desired.conflict(result.entries, this.#peers.get(key)?.program.entries);
+    if (!clash) return result;
+    this.#conflicted.add(key);
+    const name = clash.kind.name;
+    let holder = 'this node';
+    for (const [k, peer] of this.#peers) {
+      if (k !== key && peer.program.entries[name]?.includes(clash.theirs)) holder = `the lease of ${formatSubnetPair(peer.lease.subnet)} (${formatPublicIps(peer.lease.attrs)})`;
+    }
+    return { code: clash.kind.exclusive!.code, refused: `its ${clash.kind.exclusive!.describe(clash.entry)} is already claimed by ${holder}` };
   }
 
   /** Writes a program kind by kind; a failure stops it there and takes the earlier kinds back out. */
@@ -447,4 +479,9 @@ export class Reconciler {
       return false;
     }
   }
+}
+
+/** Registry creation order, leases without one last (a stable sort keeps their order). */
+function byCreation(a: LeaseEvent, b: LeaseEvent): number {
+  return (a.lease.created ?? Infinity) - (b.lease.created ?? Infinity) || 0;
 }

@@ -22,6 +22,7 @@ export function fdbKind(options: { netlink: Netlink; devices: () => readonly Man
       return out;
     },
     matches: fdbMatches,
+    exclusive: { code: 'duplicate_vtep_mac', describe: (f) => `VtepMAC ${f.mac}` },
     put: (f) => nl.replaceFdb(f),
     remove: (f) => nl.deleteFdb(f),
     departs(change, want) {

@@ -154,3 +154,16 @@ test('a VtepMAC is six octets of a unicast, non-zero MAC; anything else programs
   ];
   for (const [backendData, mac] of cases) assert.equal(vtepMac(backendData), mac, backendData);
 });
+
+test('a peer lease carrying this node\'s own VtepMAC is refused for that family, as a duplicate claim', async (t) => {
+  const { nl, net, ctl } = await network(t);
+  await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, ctl.signal);
+  const own = (JSON.parse(net.attrs.backendData!) as { VtepMAC: string }).VtepMAC;
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  feed.push([{ type: 'added', lease: peer(4, { backendData: data(own) }) }]);
+  await waitUntil('the IPv6 side is programmed', () => nl.routeTable.has('2001:db8:1800:4::/64'));
+  assert.equal(nl.routeTable.has('198.18.4.0/24'), false);
+  assert.match(net.peers()[0]!.reason!, /IPv4: its VtepMAC .* is already claimed by this node/);
+});

@@ -12,18 +12,24 @@ import { type Lease, type LeaseAttrs, backendDataOf, publicIpOf, subnetOf } from
 import type { BackendDeps, BackendFactory } from '../backend.js';
 import type { EntryKind, ManagedDevice, Program } from '../entry-kind.js';
 import type { FamilyPlane } from '../family-plane.js';
-import { deviceMtu, podMtu } from '../mtu.js';
+import { checkUnderlayMtu, deviceMtu, podMtu } from '../mtu.js';
 import { fdbKind } from '../kinds/fdb-kind.js';
 import { neighbourKind } from '../kinds/neighbour-kind.js';
 import { inClusterScope, routeKind } from '../kinds/route-kind.js';
 import type { Refusal } from '../lease-program.js';
 import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network.js';
 import { type VxlanConfig, parseVxlanConfig } from './vxlan-config.js';
-import { VxlanDevice } from './vxlan-device.js';
+import { VxlanDevice, vxlanDeviceName } from './vxlan-device.js';
 
 export const vxlanBackend: BackendFactory = {
   checkOptions(config) {
-    parseVxlanConfig(config.backend.options);
+    const vx = parseVxlanConfig(config.backend.options);
+    const families = [...(config.enableIPv4 ? [4 as const] : []), ...(config.enableIPv6 ? [6 as const] : [])];
+    if (vx.mtu !== undefined) checkUnderlayMtu('vxlan', vx.mtu, families);
+  },
+  deviceNames(config) {
+    const { vni } = parseVxlanConfig(config.backend.options);
+    return [...(config.enableIPv4 ? [vxlanDeviceName(4, vni)] : []), ...(config.enableIPv6 ? [vxlanDeviceName(6, vni)] : [])];
   },
   async create(config, deps) {
     const planes = new PlaneSet(deps.planes);
@@ -47,6 +53,8 @@ class VxlanDriver implements BackendDriver {
     this.#planes = planes;
     this.#ext = deps.extIface;
     const underlay = vx.mtu ?? deps.extIface.mtu;
+    // The interface's own MTU, when no Backend.MTU is given, is only known here.
+    checkUnderlayMtu('vxlan', underlay, planes.families, vx.mtu === undefined ? `the MTU of ${deps.extIface.name}` : 'Backend.MTU');
     this.mtu = podMtu('vxlan', underlay, planes.families);
     this.devices = planes.all.map(
       (plane) =>
@@ -82,6 +90,8 @@ class VxlanDriver implements BackendDriver {
     const data = backendDataOf(lease.attrs, plane.family);
     const mac = vtepMac(data);
     if (!mac) return { code: 'bad_vtep_mac', refused: `its ${plane.family === 4 ? 'BackendData' : 'BackendV6Data'} has no valid VtepMAC: ${data ?? 'none'}` };
+    // The node's own MAC is the first claim of all: entries sending it elsewhere would loop back.
+    if (mac === device.mac) return { code: 'duplicate_vtep_mac', refused: `its VtepMAC ${mac} is already claimed by this node` };
     const index = device.index!;
     return {
       neighbour: [{ index, ip: subnet.ip, mac }],

@@ -22,7 +22,7 @@ export interface VxlanDeviceOptions {
   readonly previousMac?: string;
 }
 
-function vxlanDeviceName(family: Family, vni: number): string {
+export function vxlanDeviceName(family: Family, vni: number): string {
   return family === 4 ? `flannel.${vni}` : `flannel-v6.${vni}`;
 }
 
