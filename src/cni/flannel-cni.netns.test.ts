@@ -72,7 +72,8 @@ for (const [label, plugin] of [['bin/weft', weft], ['the single-file plugin', si
   const result = JSON.parse(ok.stdout) as { ips: Array<{ address: string; gateway: string }> };
   assert.equal(result.ips[0]!.address, '198.18.7.2/24');
   assert.equal(result.ips[0]!.gateway, '198.18.7.1');
-  const saved = JSON.parse(await readFile(join(dataDir, 'ctr1'), 'utf8')) as Record<string, unknown>;
+  const saved = JSON.parse(await readFile(join(dataDir, '_weft', 'cbr0', 'ctr1', 'eth0'), 'utf8')) as Record<string, unknown>;
+  assert.deepEqual(JSON.parse(await readFile(join(dataDir, 'ctr1'), 'utf8')), saved, 'flannel\'s file too, for a roll-back to its plugin');
   assert.equal(saved['ipMasq'], false);
   assert.equal(saved['mtu'], 1400);
   const [eth0] = await ipJson<Array<{ mtu: number }>>(pod, ['link', 'show', 'eth0']);
@@ -95,13 +96,13 @@ for (const [label, plugin] of [['bin/weft', weft], ['the single-file plugin', si
   const del = await cni(node, { ...base, CNI_COMMAND: 'DEL', CNI_CONTAINERID: 'ctr1', CNI_NETNS: `/var/run/netns/${pod}` }, netconf());
   assert.equal(del.code, 0, del.stdout + del.stderr);
   assert.deepEqual(await ipJson(pod, ['link', 'show', 'eth0']).catch(() => []), [], 'the pod\'s interface is gone');
-  assert.deepEqual((await readdir(dataDir)).sort(), ['ctr2']);
+  assert.deepEqual((await readdir(dataDir)).sort(), ['_weft', 'ctr2']);
   assert.equal((await cni(node, { ...base, CNI_COMMAND: 'DEL', CNI_CONTAINERID: 'never-added' }, netconf())).code, 0);
 
   // GC removes saved state of containers the runtime no longer lists.
   const gc = await cni(node, { ...base, CNI_COMMAND: 'GC' }, netconf('1.1.0', { 'cni.dev/valid-attachments': [] }));
   assert.equal(gc.code, 0, gc.stdout + gc.stderr);
-  assert.deepEqual(await readdir(dataDir), []);
+  assert.deepEqual(await readdir(dataDir), [], 'empty directories go too');
 
   const version = await cni(undefined, { ...base, CNI_COMMAND: 'VERSION' }, '');
   assert.deepEqual(JSON.parse(version.stdout), { cniVersion: '1.1.0', supportedVersions: ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] });

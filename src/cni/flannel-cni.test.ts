@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -101,9 +101,10 @@ test('GC without cni.dev/valid-attachments removes nothing; with the list it rem
   const refused = await run(env('GC'), conf());
   assert.equal(refused.code, 1);
   assert.equal(refused.out.code, 7);
-  assert.deepEqual((await readdir(join(dir, 'state'))).sort(), ['ctr1', 'ctr2']);
+  assert.deepEqual((await readdir(join(dir, 'state'))).sort(), ['_weft', 'ctr1', 'ctr2']);
   assert.equal((await run(env('GC'), conf('1.1.0', { 'cni.dev/valid-attachments': [{ containerID: 'ctr2', ifname: 'eth0' }] }))).code, 0);
-  assert.deepEqual(await readdir(join(dir, 'state')), ['ctr2']);
+  assert.deepEqual((await readdir(join(dir, 'state'))).sort(), ['_weft', 'ctr2']);
+  assert.deepEqual(await readdir(join(dir, 'state', '_weft', 'cbr0')), ['ctr2']);
 });
 
 test('CHECK reads the saved config\'s ranges, not its text', async (t) => {
@@ -111,13 +112,46 @@ test('CHECK reads the saved config\'s ranges, not its text', async (t) => {
   assert.equal((await run(env('ADD'), conf())).code, 0);
   assert.equal((await run(env('CHECK'), conf())).code, 0);
   // The subnet's text elsewhere in the saved config (a route, a name) does not make it the range.
-  const saved = JSON.parse(await readFile(join(dir, 'state', 'ctr1'), 'utf8')) as { ipam: { ranges: unknown; routes: unknown[] } };
+  const file = join(dir, 'state', '_weft', 'cbr0', 'ctr1', 'eth0');
+  const saved = JSON.parse(await readFile(file, 'utf8')) as { ipam: { ranges: unknown; routes: unknown[] } };
   saved.ipam.ranges = [[{ subnet: '198.18.9.0/24' }]];
   saved.ipam.routes.push({ dst: '198.18.7.0/24', comment: '"subnet":"198.18.7.0/24"' });
-  await writeFile(join(dir, 'state', 'ctr1'), JSON.stringify(saved));
+  await writeFile(file, JSON.stringify(saved));
   const r = await run(env('CHECK'), conf());
   assert.equal(r.code, 1);
   assert.match(r.out.msg ?? '', /the node's subnet is now 198\.18\.7\.0\/24/);
+});
+
+test('two networks and two interfaces of one container keep apart: DEL and GC of one run only its own delegate config, with its interface', async (t) => {
+  const { dir, conf, env, run } = await setup(t, 'n=$(cat | tr -d "\\n" | sed \'s/.*"name":"\\([a-z0-9]*\\)".*/\\1/\'); echo "$CNI_COMMAND $CNI_CONTAINERID $CNI_IFNAME $n" >> "$LOG"; echo \'{"cniVersion":"1.1.0"}\'');
+  const log = join(dir, 'delegate.log');
+  const other = (version = '1.1.0', extra: Record<string, unknown> = {}) => conf(version, { name: 'other', ...extra });
+  assert.equal((await run(env('ADD', { LOG: log }), conf())).code, 0);
+  assert.equal((await run(env('ADD', { LOG: log, CNI_IFNAME: 'net1' }), other())).code, 0);
+  assert.equal((await run(env('ADD', { LOG: log, CNI_IFNAME: 'net2' }), other())).code, 0);
+  // A pod added by flannel's own plugin, before weft: its file names its network.
+  await writeFile(join(dir, 'state', 'ctr9'), JSON.stringify({ cniVersion: '1.1.0', name: 'cbr0', type: 'bridge' }));
+  await writeFile(log, '');
+  assert.equal((await run(env('DEL', { LOG: log, CNI_IFNAME: 'net1' }), other())).code, 0);
+  assert.equal((await run(env('GC', { LOG: log }), conf('1.1.0', { 'cni.dev/valid-attachments': [] }))).code, 0);
+  const lines = (await readFile(log, 'utf8')).trim().split('\n').sort();
+  assert.deepEqual(lines, ['DEL ctr1 eth0 cbr0', 'DEL ctr1 net1 other', 'DEL ctr9 eth0 cbr0']);
+  assert.deepEqual(await readdir(join(dir, 'state', '_weft', 'other', 'ctr1')), ['net2'], 'the other network\'s second interface is untouched');
+  assert.equal(await readdir(join(dir, 'state', '_weft', 'cbr0')).catch(() => 'gone'), 'gone', 'an emptied network directory goes');
+  await writeFile(log, '');
+  assert.equal((await run(env('DEL', { LOG: log, CNI_IFNAME: 'net2' }), other())).code, 0);
+  assert.deepEqual((await readFile(log, 'utf8')).trim().split('\n'), ['DEL ctr1 net2 other']);
+});
+
+test('saved state is written under a new name and renamed: a symlink planted at its name is replaced, not followed', async (t) => {
+  const { dir, conf, env, run } = await setup(t, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
+  const target = join(dir, 'victim');
+  await writeFile(target, 'precious');
+  await mkdir(join(dir, 'state'), { recursive: true });
+  await symlink(target, join(dir, 'state', 'ctr1'));
+  assert.equal((await run(env('ADD'), conf())).code, 0);
+  assert.equal(await readFile(target, 'utf8'), 'precious');
+  assert.equal((await lstat(join(dir, 'state', 'ctr1'))).isFile(), true);
 });
 
 test('more than 4 MiB on stdin is refused without being held', async (t) => {

@@ -18,7 +18,7 @@ import { checkEnv } from './cni-env.js';
 import { buildDelegateConfig, requireSubnetEnv, sortedJson } from './delegate-config.js';
 import { type DelegateLimits, execDelegate, findPlugin } from './delegate.js';
 import { type FlannelNetConf, checkVersion, parseNetConf, supportedVersions, versionAtLeast } from './netconf.js';
-import { listState, loadState, removeState, saveState } from './scratch-store.js';
+import { type Attachment, listState, loadState, removeState, saveState } from './scratch-store.js';
 
 export interface CniIo {
   readonly stdin: () => Promise<string>;
@@ -89,7 +89,7 @@ async function add(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   const bytes = sortedJson(delegate);
   const plugin = await findPlugin(delegate['type'] as string, env['CNI_PATH']!);
   // Saved before the delegate runs, so that the runtime's DEL after a failed ADD can clean up.
-  await saveState(conf.dataDir, env['CNI_CONTAINERID']!, bytes);
+  await saveState(attachment(conf, env), bytes);
   const result = await execDelegate(plugin, 'ADD', bytes, { ...env }, delegateLimits(env, io));
   if (result.stderr) io.stderr(result.stderr);
   io.stdout(result.stdout);
@@ -98,8 +98,7 @@ async function add(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
 
 async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   checkEnv(env, ['CNI_CONTAINERID', 'CNI_IFNAME', 'CNI_PATH']);
-  const id = env['CNI_CONTAINERID']!;
-  const saved = await loadState(conf.dataDir, id);
+  const saved = await loadState(attachment(conf, env));
   if (saved === undefined) return 0;
   let type: unknown;
   try {
@@ -114,7 +113,7 @@ async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
     return 0;
   }
   await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env }, delegateLimits(env, io));
-  await removeState(conf.dataDir, id);
+  await removeState(attachment(conf, env));
   return 0;
 }
 
@@ -127,7 +126,7 @@ async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
 async function check(conf: FlannelNetConf, env: Env): Promise<number> {
   if (!versionAtLeast(conf.cniVersion, '0.4.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow CHECK');
   checkEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
-  const saved = await loadState(conf.dataDir, env['CNI_CONTAINERID']!);
+  const saved = await loadState(attachment(conf, env));
   if (saved === undefined) throw new CniError(CniCodes.UNKNOWN_CONTAINER, `no saved state for container ${env['CNI_CONTAINERID']}: it was never added through this plugin`);
   const ranges = savedRanges(saved);
   const current = await readSubnetEnv(conf.subnetFile).catch(() => undefined);
@@ -158,24 +157,31 @@ async function gc(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   const valid = conf.raw['cni.dev/valid-attachments'];
   // Without the list, GC would delete every attachment: that is not what a runtime asks for.
   if (!Array.isArray(valid)) throw new CniError(CniCodes.INVALID_CONFIG, 'GC needs cni.dev/valid-attachments (the attachments to keep); nothing was removed');
+  // The attachments to keep, of this network (GC is per network: another network's state is not ours).
   const keep = new Set(
-    valid.flatMap((a: unknown) => (isJsonObject(a) && typeof a['containerID'] === 'string' ? [a['containerID']] : [])),
+    valid.flatMap((a: unknown) => (isJsonObject(a) && typeof a['containerID'] === 'string' ? [`${a['containerID']}/${typeof a['ifname'] === 'string' ? a['ifname'] : ''}`, `${a['containerID']}/`] : [])),
   );
-  for (const id of await listState(conf.dataDir)) {
-    if (keep.has(id)) continue;
-    const saved = await loadState(conf.dataDir, id);
+  for (const { containerId, ifname } of await listState(conf.dataDir, conf.name)) {
+    if (keep.has(`${containerId}/${ifname ?? ''}`)) continue;
+    // flannel's own files do not say which interface: the runtime's, else the usual one.
+    const at = { dataDir: conf.dataDir, network: conf.name, containerId, ifname: ifname ?? env['CNI_IFNAME'] ?? 'eth0' };
     try {
+      const saved = await loadState(at);
       const parsed: unknown = saved === undefined ? undefined : JSON.parse(saved);
       const type = isJsonObject(parsed) ? parsed['type'] : undefined;
       if (typeof type === 'string' && saved !== undefined) {
-        await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env, CNI_CONTAINERID: id, CNI_IFNAME: env['CNI_IFNAME'] ?? 'eth0' }, delegateLimits(env, io));
+        await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env, CNI_CONTAINERID: containerId, CNI_IFNAME: at.ifname }, delegateLimits(env, io));
       }
     } catch (err) {
-      io.stderr(`gc: delegate DEL for ${id} failed: ${(err as Error).message}\n`);
+      io.stderr(`gc: delegate DEL for ${containerId} (${at.ifname}) failed: ${(err as Error).message}\n`);
     }
-    await removeState(conf.dataDir, id);
+    await removeState(at);
   }
   return 0;
+}
+
+function attachment(conf: FlannelNetConf, env: Env): Attachment {
+  return { dataDir: conf.dataDir, network: conf.name, containerId: env['CNI_CONTAINERID']!, ifname: env['CNI_IFNAME']! };
 }
 
 /** The subnets of the `ipam.ranges` of a saved delegate config (what CHECK compares). */

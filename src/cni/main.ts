@@ -22,7 +22,14 @@ async function readStdin(): Promise<string> {
 export async function runProcess(): Promise<void> {
   // A runtime that gives up on the plugin stops it: its delegate must not outlive it.
   const stop = new AbortController();
-  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => stop.abort());
+  // Whatever it waits on (a delegate, a file that blocks), a stopped plugin ends: the delegate is
+  // killed with its group at once, and the process leaves after a moment to say so on stdout.
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(sig, () => {
+      stop.abort();
+      setTimeout(() => process.exit(1), 1000).unref();
+    });
+  }
   process.exitCode = await runCni(process.env, {
     stdin: readStdin,
     stdout: (t) => process.stdout.write(t),

@@ -1,47 +1,132 @@
 /**
- * Per-container state: `<dataDir>/<containerID>` holds the exact bytes given to the delegate on
- * ADD, so DEL works after subnet.env is gone (flannel-compat §10.8). Files of the Go plugin have
- * the same form and are read the same way.
+ * Per-attachment state: the exact bytes given to the delegate on ADD, so that DEL works after
+ * subnet.env is gone (flannel-compat §10.8).
+ *
+ * flannel's plugin keys the file by container ID alone (`<dataDir>/<containerID>`), so two
+ * networks, or two interfaces, of one container that share a dataDir overwrite each other's
+ * state, and a DEL or GC of one runs the other's delegate. weft keys it by network, container ID
+ * and interface: `<dataDir>/_weft/<network>/<containerID>/<ifname>` (`_` cannot begin a container
+ * ID, so no flannel file is ever named so). It also writes flannel's file, so that a node rolled
+ * back to flannel's plugin can still DEL its pods, and reads flannel's file, for pods added before
+ * weft, when it names this network. Every file is written to a temporary name and renamed: never
+ * in place, and never through a symlink planted at its name.
  */
-import { mkdir, open, readFile, readdir, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { lstat, mkdir, open, readFile, readdir, rename, rm, rmdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { isJsonObject } from '../json/go-json.js';
 import { CniCodes, CniError } from './cni-error.js';
 
-export async function saveState(dataDir: string, containerId: string, bytes: string): Promise<void> {
+/** One attachment of a container to a network, as the runtime names it. */
+export interface Attachment {
+  readonly dataDir: string;
+  readonly network: string;
+  readonly containerId: string;
+  readonly ifname: string;
+}
+
+/** An attachment with saved state; `ifname` is unknown for a file of flannel's plugin. */
+export interface SavedAttachment {
+  readonly containerId: string;
+  readonly ifname?: string;
+}
+
+/** Larger saved state is not ours: a delegate config is a few hundred bytes. */
+const maxStateBytes = 1 << 20;
+
+const keyedPath = (a: Pick<Attachment, 'dataDir' | 'network'>, ...rest: string[]): string => join(a.dataDir, '_weft', a.network, ...rest);
+const flannelPath = (a: Pick<Attachment, 'dataDir' | 'containerId'>): string => join(a.dataDir, a.containerId);
+
+export async function saveState(a: Attachment, bytes: string): Promise<void> {
   try {
-    await mkdir(dataDir, { recursive: true, mode: 0o700 });
-    const fh = await open(join(dataDir, containerId), 'w', 0o600);
-    try {
-      await fh.writeFile(bytes);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
+    await mkdir(a.dataDir, { recursive: true, mode: 0o700 });
+    await writeAtomically(keyedPath(a, a.containerId, a.ifname), bytes);
+    await writeAtomically(flannelPath(a), bytes);
   } catch (err) {
-    throw new CniError(CniCodes.IO_FAILURE, `cannot save delegate config in ${dataDir}: ${(err as Error).message}`);
+    throw new CniError(CniCodes.IO_FAILURE, `cannot save delegate config in ${a.dataDir}: ${(err as Error).message}`);
   }
 }
 
-/** The saved bytes, or undefined when there are none. */
-export async function loadState(dataDir: string, containerId: string): Promise<string | undefined> {
+/** The saved bytes of this attachment, or of flannel's file when it names this network; undefined when there are none. */
+export async function loadState(a: Attachment): Promise<string | undefined> {
+  return (await readState(keyedPath(a, a.containerId, a.ifname))) ?? (await flannelState(a));
+}
+
+export async function removeState(a: Attachment): Promise<void> {
+  await rm(keyedPath(a, a.containerId, a.ifname), { force: true });
+  // Directories left empty go too, so that a node without pods has an empty dataDir, as before.
+  for (const dir of [keyedPath(a, a.containerId), keyedPath(a), join(a.dataDir, '_weft')]) {
+    if (!(await rmdir(dir).then(() => true, () => false))) break;
+  }
+  // flannel's file is this attachment's when it names this network (or holds what it would).
+  if ((await flannelState(a)) !== undefined) await rm(flannelPath(a), { force: true });
+}
+
+/** The attachments of `network` with saved state: weft's, and flannel's files that name it. */
+export async function listState(dataDir: string, network: string): Promise<SavedAttachment[]> {
+  const out: SavedAttachment[] = [];
+  const seen = new Set<string>();
+  for (const containerId of await entries(keyedPath({ dataDir, network }))) {
+    for (const ifname of await entries(keyedPath({ dataDir, network }, containerId))) out.push({ containerId, ifname });
+    seen.add(containerId);
+  }
+  for (const name of await entries(dataDir)) {
+    if (seen.has(name) || !/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(name) || /\.[0-9a-f]{12}\.tmp$/.test(name)) continue;
+    if ((await flannelState({ dataDir, network, containerId: name })) !== undefined) out.push({ containerId: name });
+  }
+  return out;
+}
+
+/** flannel's file of this container, when it is a file that names this network. */
+async function flannelState(a: Pick<Attachment, 'dataDir' | 'network' | 'containerId'>): Promise<string | undefined> {
+  const bytes = await readState(flannelPath(a));
+  if (bytes === undefined) return undefined;
   try {
-    return await readFile(join(dataDir, containerId), 'utf8');
+    const saved: unknown = JSON.parse(bytes);
+    // A file whose name cannot be read is flannel's DEL's to handle, as before: it is this network's.
+    return !isJsonObject(saved) || typeof saved['name'] !== 'string' || saved['name'] === a.network ? bytes : undefined;
+  } catch {
+    return bytes;
+  }
+}
+
+async function readState(path: string): Promise<string | undefined> {
+  try {
+    const info = await lstat(path);
+    if (!info.isFile()) return undefined;
+    if (info.size > maxStateBytes) throw new Error(`${info.size} bytes, more than a delegate config`);
+    return await readFile(path, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new CniError(CniCodes.IO_FAILURE, `cannot read saved delegate config ${join(dataDir, containerId)}: ${(err as Error).message}`);
+    throw new CniError(CniCodes.IO_FAILURE, `cannot read saved delegate config ${path}: ${(err as Error).message}`);
   }
 }
 
-export async function removeState(dataDir: string, containerId: string): Promise<void> {
-  await rm(join(dataDir, containerId), { force: true });
+async function entries(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return [];
+    throw new CniError(CniCodes.IO_FAILURE, `cannot list ${dir}: ${(err as Error).message}`);
+  }
 }
 
-/** Container IDs with saved state. */
-export async function listState(dataDir: string): Promise<string[]> {
+/** Written under a temporary name (created exclusively, never through a symlink), synced, renamed over `path`. */
+async function writeAtomically(path: string, bytes: string): Promise<void> {
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  const temp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
+  const fh = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
-    return (await readdir(dataDir)).filter((f) => /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(f));
+    await fh.writeFile(bytes);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  try {
+    await rename(temp, path);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw new CniError(CniCodes.IO_FAILURE, `cannot list ${dataDir}: ${(err as Error).message}`);
+    await rm(temp, { force: true });
+    throw err;
   }
 }

@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { isWeftError } from '../core/errors.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatSubnetEnv, parseSubnetEnv, readSubnetEnv, writeSubnetEnv } from './subnet-env.js';
@@ -135,4 +137,20 @@ test('a write that cannot finish leaves no temporary file behind, and two writer
   await mkdir(join(blocked, 'subnet.env'), { recursive: true });
   await assert.rejects(writeSubnetEnv(join(blocked, 'subnet.env'), dual));
   assert.deepEqual(await readdir(blocked), ['subnet.env']);
+});
+
+test('a FIFO, a device or an oversized file at the path is an error at once, never a hang or a huge read', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-env-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const fifo = join(dir, 'fifo');
+  execFileSync('mkfifo', [fifo]);
+  const zero = join(dir, 'zero');
+  await symlink('/dev/zero', zero);
+  const big = join(dir, 'big');
+  await writeFile(big, 'FLANNEL_MTU=1450\n'.padEnd(65 * 1024, '#'));
+  for (const [path, why] of [[fifo, /not a regular file/], [zero, /not a regular file/], [big, /more than 65536/]] as const) {
+    await assert.rejects(readSubnetEnv(path), (err: Error) => isWeftError(err, 'WEFT_ERR_CONFIG') && why.test(err.message), path);
+  }
+  await writeFile(big, 'FLANNEL_MTU=1450\n'.padEnd(64 * 1024, '#'));
+  assert.equal((await readSubnetEnv(big)).mtu, 1450, 'a file of exactly the limit is read');
 });
