@@ -52,6 +52,8 @@ export interface Network {
 export interface BackendFactory {
   /** Parses the backend's options only; WEFT_ERR_CONFIG naming the bad one. */
   checkOptions(config: NetworkConfig): void;
+  /** The names of the devices it makes for this config (flannel's names); the agent removes flannel's other devices (leftovers.ts). */
+  deviceNames(config: NetworkConfig): readonly string[];
   /** Parses the backend's options and prepares its device; WEFT_ERR_CONFIG on bad options. */
   create(config: NetworkConfig, deps: BackendDeps, signal: AbortSignal): Promise<Network>;
 }

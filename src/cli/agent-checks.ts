@@ -8,12 +8,18 @@ import type { agentFlags } from './options.js';
 
 type AgentFlags = FlagValues<typeof agentFlags>;
 
+/** The longest period a Node timer keeps (2^31 - 1 ms), in whole seconds. */
+export const maxTimerSeconds = Math.floor((2 ** 31 - 1) / 1000);
+
 export function agentFlagProblem(flags: AgentFlags): string | undefined {
   const margin = flags['subnet-lease-renew-margin'];
   if (margin < 1 || margin > 1439) return `Invalid subnet-lease-renew-margin option, out of acceptable range (1-1439 minutes): ${margin}`;
-  // flanneld loops without pause on 0, re-reading its rules as fast as the CPU allows.
-  if (flags['iptables-resync'] < 1) return `--iptables-resync must be at least 1 (seconds): ${flags['iptables-resync']}`;
-  if (flags['registry-check-interval'] < 1) return `--registry-check-interval must be at least 1 (seconds): ${flags['registry-check-interval']}`;
+  // flanneld loops without pause on 0, re-reading its rules as fast as the CPU allows; above
+  // maxTimerSeconds Node's timers fire after 1 ms instead, which is the same loop.
+  for (const flag of ['iptables-resync', 'registry-check-interval'] as const) {
+    const v = flags[flag];
+    if (v < 1 || v > maxTimerSeconds) return `--${flag} must be from 1 to ${maxTimerSeconds} (seconds): ${v}`;
+  }
   const port = flags['healthz-port'];
   if (port < 0 || port > 65535) return `--healthz-port must be a port from 0 (off) to 65535: ${port}`;
   if (port > 0 && !tryParseIp(flags['healthz-ip'])) return `--healthz-ip must be an IP address to listen on: ${JSON.stringify(flags['healthz-ip'])}`;

@@ -13,6 +13,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import type { FdHandover } from '../core/handover.js';
 import { type Logger, createLogger } from '../core/log.js';
 import type { NetworkConfig } from '../config/network-config.js';
+import { formatCidr } from '../ip/cidr.js';
 import { formatIp } from '../ip/ip.js';
 import { type Lease, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../lease/lease.js';
 import type { Network } from '../backend/backend.js';
@@ -35,7 +36,9 @@ import { type FlagValues, parseFlags, usage } from './flags.js';
 import { agentFlags } from './options.js';
 import { selectExternalInterface } from './external-iface.js';
 import { agentFlagProblem } from './agent-checks.js';
-import { etcdEndpoints, etcdMode } from './etcd-mode.js';
+import { takeAgentLock } from './agent-lock.js';
+import { leftoverDevices } from '../backend/leftovers.js';
+import { etcdMode, shownEtcdEndpoints } from './etcd-mode.js';
 import { kubeMode } from './kube-mode.js';
 import type { RegistryMode } from './registry-mode.js';
 import type { Io } from './io.js';
@@ -68,7 +71,10 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
   }
   const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' }, format: flags['log-format'] === 'text' ? 'text' : 'json' });
   try {
-    return await new Agent({ flags, log, env, ...(io.handover ? { handover: io.handover } : {}) }).run(io.signal);
+    // flanneld listens on 0.0.0.0 unless told otherwise; /status and /metrics go beyond this host
+    // only when the operator chose the address.
+    const detailsFrom = parsed.given.has('healthz-ip') || env['FLANNELD_HEALTHZ_IP'] ? 'anywhere' : 'this-host';
+    return await new Agent({ flags, log, env, detailsFrom, ...(io.handover ? { handover: io.handover } : {}) }).run(io.signal);
   } catch (err) {
     if (io.signal.aborted) {
       log.info({}, 'Exiting cleanly...');
@@ -86,6 +92,8 @@ interface AgentOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly handover?: FdHandover;
   readonly clock?: Clock;
+  /** Who may read /metrics and /status (health-server.ts). */
+  readonly detailsFrom: 'anywhere' | 'this-host';
 }
 
 /** The registry's last word on this node's lease, from the health check. */
@@ -116,12 +124,21 @@ class Agent {
   }
 
   async run(signal: AbortSignal): Promise<number> {
+    const unlock = await takeAgentLock(this.#o.flags['subnet-file']);
+    try {
+      return await this.#run(signal);
+    } finally {
+      await unlock();
+    }
+  }
+
+  async #run(signal: AbortSignal): Promise<number> {
     const { flags, log } = this.#o;
     const inner = new AbortController();
     const scope = AbortSignal.any([signal, inner.signal]);
     const tasks: Array<Promise<unknown>> = [];
     const kube = flags['kube-subnet-mgr'];
-    log.info({ version, registry: kube ? 'kubernetes' : 'etcd', ...(kube ? {} : { endpoints: etcdEndpoints(flags['etcd-endpoints']), prefix: flags['etcd-prefix'] }) }, 'weft agent starting');
+    log.info({ version, registry: kube ? 'kubernetes' : 'etcd', ...(kube ? {} : { endpoints: shownEtcdEndpoints(flags['etcd-endpoints']), prefix: flags['etcd-prefix'] }) }, 'weft agent starting');
     const registry = kube ? await kubeMode({ flags, env: this.#o.env, log, checkMs: this.#checkMs, clock: this.#clock }) : await etcdMode(flags, log, this.#clock);
     this.#registry = registry;
     const manager = registry.manager;
@@ -165,7 +182,12 @@ class Agent {
         log.warn({ err }, `could not read what this node published before; a recreated vxlan device gets a new MAC: ${errorMessage(err)}`);
         return undefined;
       });
-      const network = await backendFactory(config.backend.type).create(
+      // The rule tools are checked (nft present, fully-random probed) before a lease is taken: a
+      // node that cannot keep its rules must not hold a subnet it will never serve.
+      const traffic = await this.#trafficManager(config);
+      const factory = backendFactory(config.backend.type);
+      await removeLeftovers(nl, factory.deviceNames(config), log);
+      const network = await factory.create(
         config,
         {
           netlink: nl,
@@ -184,7 +206,6 @@ class Agent {
       this.#lease = lease;
       this.#check = { held: true, confirmedAt: this.#clock.now(), problem: '' };
       await network.setLease(lease, scope);
-      const traffic = await this.#trafficManager(config);
       await traffic.removeOtherMode().catch((err: unknown) => log.error({ err }, `could not remove the rules of flannel's other traffic mode: ${errorMessage(err)}`));
       await traffic.apply(withLease(planes, lease));
       await this.#writeSubnetFile(config, lease, network);
@@ -215,7 +236,7 @@ class Agent {
     const { flags, log } = this.#o;
     const metrics = new Metrics({ version, lastContact: () => this.#check.confirmedAt || undefined, packetCounters: () => this.#network?.packetCounters() });
     const health = await startHealthServer(
-      { host: flags['healthz-ip'], port: flags['healthz-port'], log: log.child({ component: 'health' }), state: () => this.#health(), metrics: () => metrics.render(), status: () => this.#status() },
+      { host: flags['healthz-ip'], port: flags['healthz-port'], log: log.child({ component: 'health' }), state: () => this.#health(), metrics: () => metrics.render(), status: () => this.#status(), detailsFrom: this.#o.detailsFrom },
       signal,
     );
     return { closed: health.closed.finally(() => metrics.close()) };
@@ -320,10 +341,32 @@ class Agent {
           }
         : {}),
       ...(iface ? { iface: { name: iface.name, mtu: iface.mtu } } : {}),
+      ...(config ? { networks: [config.enableIPv4 ? config.network : undefined, config.enableIPv6 ? config.ipv6Network : undefined].flatMap((n) => (n ? [formatCidr(n)] : [])) } : {}),
+      subnetFile: flags['subnet-file'],
       ...(network ? { mtu: network.mtu } : {}),
       ...(config && this.#ready ? { trafficMode: config.enableNFTables ? 'nftables' : 'iptables' } : {}),
       peers: network?.peers() ?? [],
+      ...(this.#registry && this.#registry.skippedEntries().length > 0 ? { skipped: this.#registry.skippedEntries() } : {}),
       ...(packets ? { packets } : {}),
     };
+  }
+}
+
+/**
+ * Deletes flannel's devices that this config's backend does not use (a backend switched, a VNI
+ * changed, IPv6 turned off), and the routes the kernel keeps through them: left in place they
+ * carry pod traffic the new backend knows nothing of. Logged once per device; a failure is logged
+ * and the agent goes on (the stale device then only wastes a name).
+ */
+async function removeLeftovers(nl: RtNetlink, used: readonly string[], log: Logger): Promise<void> {
+  const links = await nl.links();
+  for (const name of leftoverDevices(links.map((l) => l.name), used)) {
+    const link = links.find((l) => l.name === name)!;
+    try {
+      await nl.deleteLink(link.index);
+      log.warn({ device: name, keeping: used }, 'removed a flannel device this backend does not use, with its routes');
+    } catch (err) {
+      log.error({ err, device: name }, `could not remove a flannel device this backend does not use: ${errorMessage(err)}`);
+    }
   }
 }

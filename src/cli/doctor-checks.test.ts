@@ -21,6 +21,7 @@ const healthy: HostFacts = {
   nftDroppingForward: [],
   rpFilter: [{ device: 'flannel.1', value: 2 }, { device: 'cni0', value: 0 }],
   devices: [{ name: 'flannel.1', mtu: 1450, kind: 'vxlan' }, { name: 'cni0', mtu: 1450, kind: 'bridge' }, { name: 'veth1', mtu: 1450, kind: 'veth', master: 'cni0' }],
+  bridgeAddresses: ['198.18.1.1/24'],
   subnetEnv: { subnets: ['198.18.1.0/24'], mtu: 1450 },
   status,
   clusterRoutes: ['198.18.2.0/24', '198.18.3.0/24'],
@@ -36,7 +37,7 @@ const verdict = (facts: HostFacts, check: string) => runChecks(facts).find((v) =
 test('a healthy node passes every check', () => {
   const verdicts = runChecks(healthy);
   assert.deepEqual(verdicts.filter((v) => v.result !== 'ok').map((v) => v.check), []);
-  assert.equal(verdicts.length, 11);
+  assert.equal(verdicts.length, 12);
 });
 
 test('udp: peers are in the forwarder\'s table, not routes; a route beside flannel0\'s own is stale', () => {
@@ -88,4 +89,23 @@ test('without an agent, the checks that need one are skipped, not failed', () =>
   void _c;
   assert.deepEqual(runChecks(older).filter((v) => v.result === 'skip').map((v) => v.check), ['subnet file', 'stale routes', 'public IPs', 'vxlan reachability', 'checksum offload']);
   assert.equal(verdict({ ...healthy, natted: true, checksumOffload: [] }, 'checksum offload').result, 'ok', 'behind NAT with offload off');
+});
+
+test('cni0 with another subnet\'s gateway fails with flannel\'s error and the fix; an IPv6 address beside the IPv4 one is fine in an IPv4 cluster', () => {
+  const moved = verdict({ ...healthy, bridgeAddresses: ['198.18.7.1/24'] }, 'cni0 address');
+  assert.equal(moved.result, 'fail');
+  assert.match(moved.detail, /cni0 has 198\.18\.7\.1\/24, not the gateway of this node's subnet \(198\.18\.1\.1\/24\)/);
+  assert.match(moved.fix!, /ip link delete cni0/);
+  assert.equal(verdict({ ...healthy, bridgeAddresses: ['198.18.1.1/24', '2001:db8:1800:9::1/64'] }, 'cni0 address').result, 'ok');
+  assert.equal(verdict({ ...healthy, bridgeAddresses: ['198.18.1.1/16'] }, 'cni0 address').result, 'fail', 'the prefix counts too');
+  const dual = { ...healthy, status: { ...status, lease: { ...status.lease!, subnets: '198.18.1.0/24,2001:db8:1800:1::/64' } } };
+  assert.equal(verdict({ ...dual, bridgeAddresses: ['198.18.1.1/24', '2001:db8:1800:9::1/64'] }, 'cni0 address').result, 'fail');
+  assert.equal(verdict({ ...dual, bridgeAddresses: ['198.18.1.1/24', '2001:db8:1800:1::1/64'] }, 'cni0 address').result, 'ok');
+  const { bridgeAddresses: _gone, ...noBridge } = healthy;
+  assert.equal(verdict(noBridge, 'cni0 address').result, 'skip');
+  const { status: _s, subnetEnv: _e, ...nothing } = healthy;
+  assert.equal(verdict(nothing, 'cni0 address').result, 'skip');
+  // No agent: the subnet file says which subnet.
+  const { status: _t, ...fileOnly } = healthy;
+  assert.equal(verdict({ ...fileOnly, bridgeAddresses: ['198.18.7.1/24'] }, 'cni0 address').result, 'fail');
 });

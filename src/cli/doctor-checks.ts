@@ -6,6 +6,8 @@
  * between the legacy and the nf_tables backends, vxlan blocked between nodes, checksum offload on
  * vxlan behind NAT). Facts are gathered by doctor.ts.
  */
+import { tryParseCidr } from '../ip/cidr.js';
+import { formatIp } from '../ip/ip.js';
 import type { StatusReport } from './status-report.js';
 
 export interface DeviceFact {
@@ -28,6 +30,8 @@ export interface HostFacts {
   /** Effective rp_filter per flannel device and bridge: max(conf/all, conf/<dev>). */
   readonly rpFilter: ReadonlyArray<{ readonly device: string; readonly value: number }>;
   readonly devices: readonly DeviceFact[];
+  /** cni0's global addresses (`198.18.5.1/24`), when the bridge exists. */
+  readonly bridgeAddresses?: readonly string[];
   /** The subnet file, as the CNI plugin reads it. */
   readonly subnetEnv?: { readonly subnets: readonly string[]; readonly mtu?: number };
   /** The agent's report, when one answers. */
@@ -81,6 +85,7 @@ export function runChecks(f: HostFacts): Verdict[] {
   );
   out.push(mtuCheck(f));
   out.push(subnetFileCheck(f));
+  out.push(bridgeAddressCheck(f));
   out.push(staleRoutesCheck(f));
   out.push(duplicatePublicIpCheck(f));
   out.push(vxlanProbeCheck(f));
@@ -115,6 +120,29 @@ function subnetFileCheck(f: HostFacts): Verdict {
   return same
     ? ok('subnet file', `matches the lease (${lease.join(', ')})`)
     : fail('subnet file', `the subnet file says ${f.subnetEnv.subnets.join(', ') || 'nothing'}, the lease ${lease.join(', ')}`, 'two agents may write one file, or the file is left from another run: check --subnet-file');
+}
+
+/**
+ * flannel's most asked question: the bridge plugin fails every pod with "cni0 already has an IP
+ * address different from <gateway>" once the node's subnet changed (a new lease after an expiry,
+ * a wiped registry, a reinstall) while cni0 kept the old gateway.
+ */
+function bridgeAddressCheck(f: HostFacts): Verdict {
+  const subnets = f.status?.lease?.subnets.split(',') ?? f.subnetEnv?.subnets ?? [];
+  if (subnets.length === 0) return skip('cni0 address', 'no subnet known: no agent answers and no subnet file');
+  if (!f.bridgeAddresses) return skip('cni0 address', 'no cni0 yet (the first pod makes it)');
+  const gateways = subnets.flatMap((s) => {
+    const cidr = tryParseCidr(s);
+    return cidr ? [`${formatIp({ family: cidr.ip.family, value: cidr.ip.value + 1n })}/${cidr.prefix}`] : [];
+  });
+  const family = (a: string): string => (a.includes(':') ? '6' : '4');
+  const wrong = f.bridgeAddresses.filter((a) => !gateways.includes(a) && gateways.some((g) => family(g) === family(a)));
+  if (wrong.length === 0) return ok('cni0 address', `cni0 has ${gateways.filter((g) => f.bridgeAddresses!.includes(g)).join(', ') || 'no address yet'}, the gateway of this node's subnet`);
+  return fail(
+    'cni0 address',
+    `cni0 has ${wrong.join(', ')}, not the gateway of this node's subnet (${gateways.join(', ')}): every new pod fails with "cni0 already has an IP address different from ..."`,
+    'the node moved to another subnet while cni0 kept the old one: ip link delete cni0, then recreate this node\'s pods (they hold addresses of the old subnet)',
+  );
 }
 
 /** Routes into the cluster network that no programmed peer backs (flannel #2554). */

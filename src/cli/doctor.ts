@@ -40,10 +40,12 @@ const run = async (cmd: string, args: readonly string[]): Promise<string> => {
 const ruleLines = (save: string): number => save.split('\n').filter((l) => l.startsWith('-A ')).length;
 
 async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
-  const env = await readSubnetEnv(o.subnetFile).catch(() => undefined);
-  const hasEnv = env !== undefined && (env.subnet !== undefined || env.ipv6Subnet !== undefined);
   let status: StatusReport | undefined;
   if (o.healthzPort > 0) status = await fetchStatus(statusUrl(o.healthzIp, o.healthzPort), o.signal).catch(() => undefined);
+  // The agent says which subnet file it writes and which networks it serves: doctor's own
+  // --subnet-file (the default path) may not be the agent's.
+  const env = await readSubnetEnv(status?.subnetFile ?? o.subnetFile).catch(() => undefined);
+  const hasEnv = env !== undefined && (env.subnet !== undefined || env.ipv6Subnet !== undefined);
 
   const filter = await run('iptables-save', ['-t', 'filter']);
   const forwardPolicyDrop = /^:FORWARD DROP/m.test(filter);
@@ -69,7 +71,8 @@ async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
     rpFilter.push({ device: d.name, value: Math.max(all, (await sysctl(`net/ipv4/conf/${d.name}/rp_filter`)) ?? 0) });
   }
 
-  const networks = env ? [...env.networks, ...env.ipv6Networks] : [];
+  const fromAgent = (status?.networks ?? []).flatMap((n) => tryParseCidr(n) ?? []);
+  const networks = fromAgent.length > 0 ? fromAgent : env ? [...env.networks, ...env.ipv6Networks] : [];
   const clusterRoutes: string[] = [];
   for (const family of ['-4', '-6']) {
     const routes = JSON.parse((await run('ip', ['-j', family, 'route', 'show'])) || '[]') as Array<{ dst: string; dev?: string; gateway?: string }>;
@@ -100,7 +103,9 @@ async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
     if (features === '') ethtool = false;
     else if (/^\s*tx-checksum-ip-generic: on/m.test(features)) offloading.push(d.name);
   }
-  const addrs = JSON.parse((await run('ip', ['-j', 'addr', 'show'])) || '[]') as Array<{ addr_info?: Array<{ local?: string }> }>;
+  const addrs = JSON.parse((await run('ip', ['-j', 'addr', 'show'])) || '[]') as Array<{ ifname?: string; addr_info?: Array<{ local?: string; prefixlen?: number; scope?: string }> }>;
+  const bridge = addrs.find((a) => a.ifname === 'cni0');
+  const bridgeAddresses = bridge ? (bridge.addr_info ?? []).flatMap((i) => (i.local && i.prefixlen !== undefined && i.scope === 'global' ? [`${i.local}/${i.prefixlen}`] : [])) : undefined;
   const local = new Set(addrs.flatMap((a) => (a.addr_info ?? []).flatMap((i) => (i.local ? [i.local] : []))));
   const published = [status?.lease?.publicIp, status?.lease?.publicIpv6].filter((ip): ip is string => ip !== undefined && ip !== '0.0.0.0');
   const natted = published.length > 0 && published.some((ip) => !local.has(ip));
@@ -116,6 +121,7 @@ async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
     nftDroppingForward,
     rpFilter,
     devices,
+    ...(bridgeAddresses ? { bridgeAddresses } : {}),
     ...(hasEnv ? { subnetEnv: { subnets: [env.subnet, env.ipv6Subnet].flatMap((c) => (c ? [formatCidr(c)] : [])), ...(env.mtu !== undefined ? { mtu: env.mtu } : {}) } } : {}),
     ...(status ? { status } : {}),
     clusterRoutes,

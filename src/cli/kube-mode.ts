@@ -57,6 +57,7 @@ export async function kubeMode(options: KubeModeOptions): Promise<RegistryMode> 
     run: (signal) => manager.run(signal),
     publicIpOverrides: (signal) => manager.nodePublicIps(signal),
     networkUp: flags['set-node-network-unavailable'] ? (signal) => manager.networkUp(signal) : async () => undefined,
+    skippedEntries: () => [],
     close: () => client.close(),
   };
 }

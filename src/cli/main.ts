@@ -6,20 +6,18 @@ import { closeSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { FdHandover, handoverEnv } from '../core/handover.js';
 import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
-import { createLogger } from '../core/log.js';
 import { parseNetworkConfig } from '../config/network-config.js';
 import { formatCidr } from '../ip/cidr.js';
 import { formatIp } from '../ip/ip.js';
-import { formatSubnetPair } from '../lease/lease.js';
-import { encodeLeaseAttrs } from '../lease/lease-codec.js';
 import { parseFlags, usage } from './flags.js';
-import { agentFlags, etcdFlags } from './options.js';
+import { agentFlags } from './options.js';
 import { type StatusReport, formatStatus } from './status-report.js';
 import { fetchStatus, statusUrl } from './status-client.js';
-import { connectEtcd } from './etcd-connect.js';
 import { version } from '../core/version.js';
 import type { Io } from './io.js';
 import { runAgent } from './daemon.js';
+import { cleanupCommand } from './cleanup.js';
+import { leasesCommand } from './leases.js';
 
 export type { Io } from './io.js';
 
@@ -33,6 +31,7 @@ Commands:
   config check F   validate a network config file (net-conf.json; '-' reads stdin) as flanneld would
   status           what the agent on this machine knows: lease, registry, peers (its --healthz-ip/-port; --json)
   doctor           checks this node for the problems flannel users hit, each with what to do (--json)
+  cleanup          removes flannel's devices, rules and subnet file from this node (uninstall; --dry-run)
   version          print the version
   help             this text
 `;
@@ -63,6 +62,8 @@ export async function main(argv: readonly string[], env: Readonly<Record<string,
         return await statusCommand(rest, env, io);
       case 'doctor':
         return await doctorCommand(rest, env, io);
+      case 'cleanup':
+        return await cleanupCommand(rest, env, io);
       default:
         io.stderr(`weft: unknown command ${JSON.stringify(command)}\n\n${help}`);
         return 2;
@@ -71,36 +72,6 @@ export async function main(argv: readonly string[], env: Readonly<Record<string,
     if (io.signal.aborted) return 130;
     io.stderr(`weft ${command}: ${errorMessage(err)}\n`);
     return isWeftError(err, 'WEFT_ERR_CONFIG') ? 2 : 1;
-  }
-}
-
-async function leasesCommand(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: Io): Promise<number> {
-  const table = [...etcdFlags, { name: 'json', kind: 'bool', default: false, doc: 'print one lease value per line as stored, keyed' }] as const;
-  const flags = parseFlags(table, argv, env);
-  if (flags.help) {
-    io.stdout(`Usage: weft leases [flags]\n\n${usage(table)}`);
-    return 0;
-  }
-  const log = createLogger({ level: 'warn', bindings: { cmd: 'leases' } });
-  const { gateway, registry } = await connectEtcd(flags.values, log);
-  try {
-    const snap = await registry.getLeases({ signal: AbortSignal.any([io.signal, AbortSignal.timeout(30_000)]) });
-    if (flags.values.json) {
-      for (const l of snap.leases) io.stdout(`${JSON.stringify(registry.subnetKey(l.subnet))}: ${encodeLeaseAttrs(l.attrs)}\n`);
-      return 0;
-    }
-    const rows = snap.leases.map((l) => [
-      formatSubnetPair(l.subnet),
-      l.attrs.publicIp ? formatIp(l.attrs.publicIp) : '-',
-      l.attrs.publicIpv6 ? formatIp(l.attrs.publicIpv6) : '-',
-      l.attrs.backendType ?? '-',
-      l.ttlLease === '0' ? 'reservation' : 'lease',
-    ]);
-    printTable(io, ['SUBNET', 'PUBLIC IP', 'PUBLIC IPV6', 'BACKEND', 'KIND'], rows);
-    io.stdout(`${snap.leases.length} lease(s) at revision ${snap.revision}\n`);
-    return 0;
-  } finally {
-    gateway.close();
   }
 }
 
@@ -152,7 +123,7 @@ async function statusCommand(argv: readonly string[], env: Readonly<Record<strin
   }
   const port = flags.values['healthz-port'];
   if (port <= 0 || port > 65535) {
-    io.stderr('weft status: the agent\'s health server is off (--healthz-port=0); give the port the agent listens on, e.g. --healthz-port=8471 or FLANNELD_HEALTHZ_PORT\n');
+    io.stderr('weft status: no port to ask: give the port of the agent\'s health server, as the agent got it (--healthz-port=8471, or FLANNELD_HEALTHZ_PORT in the environment); an agent without one serves no status\n');
     return 2;
   }
   const url = statusUrl(flags.values['healthz-ip'], port);
@@ -182,11 +153,6 @@ async function doctorCommand(argv: readonly string[], env: Readonly<Record<strin
   const verdicts = await doctor({ subnetFile: flags.values['subnet-file'], healthzIp: flags.values['healthz-ip'], healthzPort: flags.values['healthz-port'], signal: io.signal });
   io.stdout(flags.values.json ? JSON.stringify(verdicts, null, 2) + '\n' : formatVerdicts(verdicts));
   return verdicts.some((v) => v.result === 'fail') ? 1 : 0;
-}
-
-function printTable(io: Io, head: string[], rows: string[][]): void {
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  for (const row of [head, ...rows]) io.stdout(row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n');
 }
 
 async function readStdin(): Promise<string> {

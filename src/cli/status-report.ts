@@ -24,10 +24,15 @@ export interface StatusReport {
     readonly expiresAt?: number;
   };
   readonly iface?: { readonly name: string; readonly mtu: number };
+  /** The cluster networks of the config (IPv4, IPv6), and the subnet file the agent writes: what `weft doctor` compares the node with. */
+  readonly networks?: readonly string[];
+  readonly subnetFile?: string;
   /** FLANNEL_MTU, the pods' MTU. */
   readonly mtu?: number;
   readonly trafficMode?: string;
   readonly peers: readonly PeerStatus[];
+  /** Registry entries skipped as invalid (a lease overwritten with garbage keeps its last valid form programmed). */
+  readonly skipped?: ReadonlyArray<{ readonly key: string; readonly reason: string; readonly since: number }>;
   /** The udp backend's packet path, since the agent started (udp-addon.ts: counterNames). */
   readonly packets?: Readonly<Record<string, number>>;
 }
@@ -61,6 +66,7 @@ export function formatStatus(r: StatusReport, now = Date.now()): string {
     lines.push('');
     for (const row of [head, ...rows]) lines.push(row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
   }
+  for (const s of r.skipped ?? []) lines.push(`skipped:   ${s.key}, invalid since ${ago(s.since, now)}: ${s.reason}`);
   return lines.join('\n') + '\n';
 }
 

@@ -34,11 +34,33 @@ test('IPv6 defaults and dual-stack', () => {
   assert.equal(v6only.ipv6?.subnetLen, 122);
 });
 
-test('keys are case-insensitive, the last duplicate wins, unknown keys are ignored', () => {
-  const cfg = parseNetworkConfig('{"network":"198.18.0.0/16","SUBNETLEN":25,"subnetlen":26,"backend":{"type":"VXLAN","VNI":2},"Whatever":1}');
+test('keys are case-insensitive, the last duplicate wins, unknown keys are ignored; both are warned of', () => {
+  const cfg = parseNetworkConfig('{"network":"198.18.0.0/16","SUBNETLEN":25,"subnetlen":26,"backend":{"type":"VXLAN","VNI":2},"Whatever":1,"SubnetLenn":3}');
   assert.equal(cfg.ipv4?.subnetLen, 26);
   assert.equal(cfg.backend.type, 'vxlan');
   assert.equal(cfg.backend.options['VNI'], 2);
+  assert.deepEqual(cfg.warnings, [
+    'network config: "subnetlen" is given more than once; the last one counts',
+    'network config: unknown key "Whatever" is ignored',
+    'network config: unknown key "SubnetLenn" is ignored (a typo of SubnetLen?)',
+  ]);
+  assert.deepEqual(parseNetworkConfig('{"Network":"198.18.0.0/16","EnableNFTables":true,"Backend":{"Type":"vxlan"}}').warnings, []);
+});
+
+test('a pod network in loopback, link-local, multicast or reserved space is refused, in either mode', () => {
+  for (const [text, re] of [
+    ['{"Network":"127.0.0.0/8"}', /Network 127\.0\.0\.0\/8 overlaps 127\.0\.0\.0\/8, loopback/],
+    ['{"Network":"224.0.0.0/8"}', /multicast/],
+    ['{"Network":"192.0.0.0/2"}', /overlaps 224\.0\.0\.0\/4, multicast/],
+    ['{"Network":"240.0.0.0/8"}', /reserved/],
+    ['{"Network":"169.254.0.0/16"}', /link-local/],
+    ['{"Network":"0.0.0.0/0"}', /the "this network" block/],
+    ['{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"ff05::/56"}', /IPv6Network ff05::\/56 overlaps ff00::\/8, multicast/],
+    ['{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"fe80::/56"}', /link-local/],
+  ] as const) {
+    for (const mode of ['etcd', 'kube'] as const) assert.throws(() => parseNetworkConfig(text, mode), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && re.test(err.message), `${mode} ${text}`);
+  }
+  assert.equal(formatCidr(parseNetworkConfig('{"Network":"223.255.0.0/16"}').network!), '223.255.0.0/16', 'just below multicast');
 });
 
 test('a config without Backend means udp, with a warning that says so', () => {

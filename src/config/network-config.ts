@@ -8,7 +8,7 @@
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import { type Cidr, cidrSize, containsIp, formatCidr, maskIp, parseCidr } from '../ip/cidr.js';
 import { type Family, type IpAddr, addIp, familyBits, formatIp, tryParseIp } from '../ip/ip.js';
-import { type JsonObject, describe, isJsonObject, member, parseJsonObject } from '../json/go-json.js';
+import { type JsonObject, describe, isJsonObject, member, parseJsonObject, rawMembers } from '../json/go-json.js';
 
 /** Where one family's node subnets may be allocated. */
 export interface SubnetRange {
@@ -41,14 +41,32 @@ export interface NetworkConfig {
 
 export type ConfigMode = 'etcd' | 'kube';
 
+/** flannel's config fields (its Config struct, 0.28); Go matches them ignoring case. */
+const knownFields = ['Network', 'IPv6Network', 'EnableIPv4', 'EnableIPv6', 'EnableNFTables', 'SubnetMin', 'SubnetMax', 'SubnetLen', 'IPv6SubnetMin', 'IPv6SubnetMax', 'IPv6SubnetLen', 'Backend'];
+
+/** Ranges no pod network may lie in: the node could never route them as unicast to pods. */
+const unusableNetworks: ReadonlyArray<[string, string]> = [
+  ['0.0.0.0/8', 'the "this network" block'], ['127.0.0.0/8', 'loopback'], ['169.254.0.0/16', 'link-local'], ['224.0.0.0/4', 'multicast'], ['240.0.0.0/4', 'reserved (and broadcast)'],
+  ['::/127', 'the unspecified and loopback addresses'], ['fe80::/10', 'link-local'], ['ff00::/8', 'multicast'],
+];
+
 export function parseNetworkConfig(text: string, mode: ConfigMode = 'etcd'): NetworkConfig {
   const obj = parseJsonObject(text, 'network config');
-  const warnings: string[] = [];
+  const warnings: string[] = fieldWarnings(text);
   const enableIPv4 = optBool(obj, 'EnableIPv4') ?? true;
   const enableIPv6 = optBool(obj, 'EnableIPv6') ?? false;
   const enableNFTables = optBool(obj, 'EnableNFTables') ?? false;
   const network = optCidr(obj, 'Network', 4);
   const ipv6Network = optCidr(obj, 'IPv6Network', 6);
+  for (const [field, net] of [['Network', network], ['IPv6Network', ipv6Network]] as const) {
+    if (!net) continue;
+    for (const [text, what] of unusableNetworks) {
+      const bad = parseCidr(text);
+      if (bad.ip.family === net.ip.family && (containsIp(bad, net.ip) || containsIp(net, bad.ip))) {
+        throw configError(`${field} ${formatCidr(net)} overlaps ${text}, ${what}: pods cannot have such addresses`);
+      }
+    }
+  }
   const backend = parseBackend(obj, warnings);
 
   let ipv4: SubnetRange | undefined;
@@ -79,6 +97,34 @@ export function parseNetworkConfig(text: string, mode: ConfigMode = 'etcd'): Net
     backend,
     warnings,
   };
+}
+
+/** Members flannel ignores (a typo, most likely) and members given twice (the last one counts, as in Go). */
+function fieldWarnings(text: string): string[] {
+  const warnings: string[] = [];
+  const seen = new Set<string>();
+  for (const [key] of rawMembers(text)) {
+    const lower = key.toLowerCase();
+    if (!knownFields.some((f) => f.toLowerCase() === lower)) {
+      const like = closest(key);
+      warnings.push(`network config: unknown key ${JSON.stringify(key)} is ignored${like ? ` (a typo of ${like}?)` : ''}`);
+    }
+    else if (seen.has(lower)) warnings.push(`network config: ${JSON.stringify(key)} is given more than once; the last one counts`);
+    seen.add(lower);
+  }
+  return warnings;
+}
+
+/** The known field that shares the longest common prefix (3 letters at least) with `key`, ignoring case. */
+function closest(key: string): string | undefined {
+  const lower = key.toLowerCase();
+  const common = (f: string): number => {
+    let n = 0;
+    while (n < f.length && n < lower.length && f[n]!.toLowerCase() === lower[n]) n++;
+    return n;
+  };
+  const best = knownFields.reduce((b, f) => (common(f) > common(b) ? f : b), knownFields[0]!);
+  return common(best) >= 3 ? best : undefined;
 }
 
 function parseBackend(obj: JsonObject, warnings: string[]): BackendConfig {

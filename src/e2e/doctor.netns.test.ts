@@ -58,6 +58,7 @@ test('doctor: a healthy node passes; each problem made on purpose fails its own 
     { check: 'mtu', make: () => sh('ip', 'link', 'set', 'dev', podPort, 'mtu', '1400'), undo: () => sh('ip', 'link', 'set', 'dev', podPort, 'mtu', '1450') },
     { check: 'subnet file', make: () => writeFile(n1.subnetFile, envText.replace(/FLANNEL_SUBNET=198\.18\.\d+\.1\/24/, 'FLANNEL_SUBNET=198.18.250.1/24')), undo: () => writeFile(n1.subnetFile, envText) },
     { check: 'vxlan reachability', make: () => nsExec(n2.ns, 'iptables', ['-I', 'INPUT', '-p', 'udp', '--dport', '8472', '-j', 'DROP']), undo: () => nsExec(n2.ns, 'iptables', ['-D', 'INPUT', '-p', 'udp', '--dport', '8472', '-j', 'DROP']) },
+    { check: 'cni0 address', make: () => sh('ip', 'addr', 'add', '198.18.250.1/24', 'dev', 'cni0'), undo: () => sh('ip', 'addr', 'del', '198.18.250.1/24', 'dev', 'cni0') },
     { check: 'iptables backends', make: () => sh('iptables-legacy', '-A', 'INPUT', '-j', 'ACCEPT'), undo: () => sh('iptables-legacy', '-D', 'INPUT', '-j', 'ACCEPT') },
     {
       check: 'public IPs',
@@ -90,7 +91,7 @@ test('doctor without an agent: forwarding and firewalls that drop forwarded pod 
   const args = ['--subnet-file=/nonexistent/subnet.env'];
   const bare = await doctor(ns, args);
   assert.deepEqual(bare.failed, ['ip_forward'], 'a new namespace does not forward');
-  assert.deepEqual(bare.verdicts.filter((v) => v.result === 'skip').map((v) => v.check), ['mtu', 'subnet file', 'stale routes', 'public IPs', 'vxlan reachability']);
+  assert.deepEqual(bare.verdicts.filter((v) => v.result === 'skip').map((v) => v.check), ['mtu', 'subnet file', 'cni0 address', 'stale routes', 'public IPs', 'vxlan reachability']);
   await nsExec(ns, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
   assert.equal((await doctor(ns, args)).code, 0);
   await nsExec(ns, 'iptables', ['-P', 'FORWARD', 'DROP']);

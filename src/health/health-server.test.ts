@@ -30,3 +30,23 @@ test('told to stop while it starts to listen, it still closes (no hang until a s
   await closed;
   await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`), 'the port is closed');
 });
+
+test('only GET and HEAD are answered; /status and /metrics reach clients on this host, HEAD without a body', async () => {
+  const ctl = new AbortController();
+  const { port, closed } = await startHealthServer(
+    { host: '127.0.0.1', port: 0, log: recordingLogger(), state: () => ({ healthy: true, reason: '', ready: true }), status: () => ({ peers: [] }), metrics: () => 'weft_x 1\n' },
+    ctl.signal,
+  );
+  const url = `http://127.0.0.1:${port}`;
+  const post = await fetch(`${url}/healthz`, { method: 'POST', body: '{}' });
+  assert.equal(post.status, 405);
+  assert.equal(post.headers.get('allow'), 'GET, HEAD');
+  assert.equal((await fetch(`${url}/status`, { method: 'DELETE' })).status, 405);
+  assert.deepEqual(await (await fetch(`${url}/status`)).json(), { peers: [] });
+  assert.equal(await (await fetch(`${url}/metrics`)).text(), 'weft_x 1\n');
+  const head = await fetch(`${url}/metrics`, { method: 'HEAD' });
+  assert.equal(head.status, 200);
+  assert.equal(await head.text(), '');
+  ctl.abort();
+  await closed;
+});

@@ -4,13 +4,16 @@ import assert from 'node:assert/strict';
 import { publish } from '../core/events.js';
 import { Metrics } from './metrics.js';
 
-test('published facts become Prometheus series with HELP and TYPE; nothing before it is known', () => {
+test('published facts become Prometheus series with HELP and TYPE; nothing before it is known but the counters alerts watch, at 0', () => {
   let contact: number | undefined;
   const m = new Metrics({ version: '9.9.9', lastContact: () => contact });
   try {
     const before = m.render();
     assert.match(before, /^weft_build_info\{version="9\.9\.9",nodejs="v[0-9.]+"\} 1$/m);
-    assert.doesNotMatch(before, /weft_peers|weft_registry_contact_age_seconds /, 'no series before a fact');
+    assert.doesNotMatch(before, /weft_peers|weft_registry_contact_age_seconds |weft_own_public_ip_leases/, 'no series before a fact');
+    for (const zero of ['weft_lease_renewals_total{result="ok"} 0', 'weft_lease_renewals_total{result="failed"} 0', 'weft_drift_repairs_total{kind="route"} 0']) {
+      assert.ok(before.split('\n').includes(zero), `${zero} before any event`);
+    }
     publish('peers', { family: 6, programmed: 3, refused: { not_unicast: 1, bad_vtep_mac: 2 } });
     publish('peers', { family: 6, programmed: 3, refused: { not_unicast: 1 } });
     publish('kernel.write', { kind: 'route', op: 'replace', ok: true });
@@ -23,6 +26,7 @@ test('published facts become Prometheus series with HELP and TYPE; nothing befor
     publish('events.applied', { seconds: 0.003 });
     publish('events.applied', { seconds: 0.2 });
     publish('device.mtu', { device: 'flannel-v6.1', mtu: 1430 });
+    publish('lease.duplicates', { count: 2 });
     contact = Date.now() - 4000;
     const text = m.render();
     for (const line of [
@@ -33,6 +37,7 @@ test('published facts become Prometheus series with HELP and TYPE; nothing befor
       'weft_kernel_writes_total{kind="route",op="replace",result="ok"} 2',
       'weft_kernel_writes_total{kind="fdb",op="delete",result="failed"} 1',
       'weft_drift_repairs_total{kind="device"} 1',
+      'weft_own_public_ip_leases 2',
       'weft_registry_errors_total{code="WEFT_ERR_UNAVAILABLE"} 1',
       'weft_registry_reachable{registry="etcd"} 0',
       'weft_lease_held 1',
@@ -56,7 +61,7 @@ test('published facts become Prometheus series with HELP and TYPE; nothing befor
   }
   // Closed, it no longer counts.
   publish('repair', { kind: 'route' });
-  assert.doesNotMatch(m.render(), /weft_drift_repairs_total\{kind="route"\}/);
+  assert.match(m.render(), /^weft_drift_repairs_total\{kind="route"\} 0$/m);
 });
 
 test('label values are escaped', () => {

@@ -128,12 +128,17 @@ export class Metrics {
     const held = series('weft_lease_held', 'Whether this node holds its subnet lease (1) or not (0).', 'gauge');
     const expiry = series('weft_lease_expiry_timestamp_seconds', 'When this node\'s etcd lease expires unless renewed, as a Unix time.', 'gauge');
     const renewals = series('weft_lease_renewals_total', 'Lease renewals, by result.', 'counter');
+    // Counters start at 0 so that `increase()` alerts see a series before the first event.
+    renewals.add({ result: 'ok' }, 0);
+    renewals.add({ result: 'failed' }, 0);
+    const duplicates = series('weft_own_public_ip_leases', 'Leases in the registry carrying this node\'s public IP when it last acquired one; more than 1 means one may have been planted.', 'gauge');
     const reachable = series('weft_registry_reachable', 'Whether the registry answered the last request (1) or not (0).', 'gauge');
     const errors = series('weft_registry_errors_total', 'Failed registry requests, by error code.', 'counter');
     const restarts = series('weft_watch_restarts_total', 'List-and-watch restarts, by reason (compacted: etcd compaction or Kubernetes 410; broken: the stream failed).', 'counter');
     const peers = series('weft_peers', 'Peers by address family and state (programmed in the kernel, or refused, with the reason\'s code).', 'gauge');
     const writes = series('weft_kernel_writes_total', 'Kernel writes (routes, neighbours, FDB entries), by kind, operation and result.', 'counter');
     const repairs = series('weft_drift_repairs_total', 'Kernel state put back after it departed from the leases, by kind.', 'counter');
+    repairs.add({ kind: 'route' }, 0);
     const applied = histogram('weft_lease_event_to_kernel_seconds', 'Time from a batch of lease events to its kernel entries written.');
     const reconciles = histogram('weft_reconcile_duration_seconds', 'Full comparisons of the kernel with the leases, and how long each took.');
     const ruleRepairs = series('weft_traffic_rule_repairs_total', 'Masquerade and forward rules reinstalled after they changed, by mode.', 'counter');
@@ -174,6 +179,7 @@ export class Metrics {
       if (m.expiresAt !== undefined) expiry.set({}, Math.round(m.expiresAt / 1000));
     }));
     on.push(subscribe('lease.renewal', (m) => renewals.add({ result: m.ok ? 'ok' : 'failed' })));
+    on.push(subscribe('lease.duplicates', (m) => duplicates.set({}, m.count)));
     on.push(subscribe('registry.contact', (m) => reachable.set({ registry: m.registry }, m.reachable ? 1 : 0)));
     on.push(subscribe('registry.error', (m) => errors.add({ code: m.code })));
     on.push(subscribe('watch.restart', (m) => restarts.add({ reason: m.reason })));

@@ -107,6 +107,8 @@ test('a watch from a compacted revision is told apart, and a registry that keeps
   assert.equal(lists(), 4);
   assert.deepEqual(w.batches, [['added 1']]);
   assert.deepEqual(restarts, ['broken', 'broken', 'broken']);
+  const said = w.log.lines.filter((l) => l.level !== 'debug').map((l) => l.msg);
+  assert.deepEqual(said, ['lease watch broke; listing again, with a growing pause, until the registry answers', 'lease watch is back: the registry answered the listing'], 'an outage is two lines, however long');
   // The registry compacts between the list and the watch: told apart by its reason.
   restarts.length = 0;
   registry.failNext('watchLeases', ErrorCodes.COMPACTED, 1);

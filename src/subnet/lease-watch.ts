@@ -2,10 +2,11 @@
  * A lease watch that never misses an event (spec §2.7, §12.4-6):
  * 1. list, and report the difference to what was known (the first time: everything);
  * 2. watch from exactly the listing's revision + 1, reporting each change in order;
- * 3. on compaction or a broken stream, back off (100 ms doubling to 5 s) and go to 1. Re-listing
+ * 3. on compaction or a broken stream, back off (100 ms doubling to 30 s) and go to 1. Re-listing
  *    after any break, not only compaction, also covers an etcd whose data was wiped: its
  *    revisions restart, and resuming from an old revision would wait for changes that never come.
- * A bad entry is skipped by the registry, never turned into "every peer removed".
+ * A bad entry is skipped by the registry, never turned into "every peer removed". An outage is
+ * logged twice, when it begins and when the registry answers again, not at every retry.
  */
 import { publish } from '../core/events.js';
 import { Backoff, type BackoffOptions } from '../core/backoff.js';
@@ -35,11 +36,15 @@ export type LeaseWatchEvent = TrackedEvent<StoredLease>;
 export async function* watchLeaseSet(options: LeaseWatchOptions): AsyncGenerator<LeaseWatchEvent[]> {
   const { registry, log, signal } = options;
   const tracker = new LeaseTracker<StoredLease>();
-  const backoff = new Backoff(options.backoff);
+  const backoff = new Backoff({ maxMs: 30_000, ...options.backoff });
   let first = true;
+  /** Failed attempts in a row; the first is logged, the rest only counted. */
+  let failures = 0;
   while (!signal.aborted) {
     try {
       const snap = await registry.getLeases({ ...(options.subnet ? { subnet: options.subnet } : {}), signal });
+      if (failures > 0) log.info({ failures }, 'lease watch is back: the registry answered the listing');
+      failures = 0;
       const events = tracker.reset(snap.leases);
       if (first || events.length > 0) yield events;
       first = false;
@@ -64,9 +69,12 @@ export async function* watchLeaseSet(options: LeaseWatchOptions): AsyncGenerator
       publish('watch.restart', { reason: isWeftError(err, ErrorCodes.COMPACTED) ? 'compacted' : 'broken' });
       if (isWeftError(err, ErrorCodes.COMPACTED)) {
         log.info({ err, retryMs: wait }, 'lease watch fell behind a compaction; listing again');
+      } else if (failures === 0) {
+        log.warn({ err, retryMs: wait }, 'lease watch broke; listing again, with a growing pause, until the registry answers');
       } else {
-        log.warn({ err, retryMs: wait }, 'lease watch broke; listing again');
+        log.debug({ err, retryMs: wait, failures }, 'lease watch still broken');
       }
+      failures++;
       try {
         await (options.clock ?? systemClock).sleep(wait, signal);
       } catch {

@@ -89,25 +89,7 @@ export class Nftables implements TrafficManager {
    * looks for FLANNEL-FWD in the nat table and leaves it in place. No other chain is touched.
    */
   async removeOtherMode(): Promise<void> {
-    for (const family of [4, 6] as const) {
-      for (const [table, chain, parent] of [['nat', masqChain, 'POSTROUTING'], ['filter', forwardChain, 'FORWARD']] as const) {
-        let save: string;
-        try {
-          save = await this.#exec(iptablesCommand(family, '-save'), ['-t', table]);
-        } catch (err) {
-          if (isMissingCommand(err)) return; // no iptables on this node: nothing of flannel's to remove
-          throw err;
-        }
-        if (!readChain(save, { chain, parent }).chainExists) continue;
-        const cmd = iptablesCommand(family, '');
-        for (const line of save.split('\n')) {
-          if (line.startsWith(`-A ${parent} `) && line.endsWith(`-j ${chain}`)) await this.#exec(cmd, ['-w', '-t', table, '-D', parent, ...splitArgs(line.slice(`-A ${parent} `.length))]);
-        }
-        await this.#exec(cmd, ['-w', '-t', table, '-F', chain]);
-        await this.#exec(cmd, ['-w', '-t', table, '-X', chain]);
-        this.#log.info({ family, table, chain }, 'removed the iptables chain of flannel\'s iptables mode');
-      }
-    }
+    await removeFlannelChains(this.#exec, this.#log);
   }
 
   async apply(families: readonly FamilyTraffic[]): Promise<void> {
@@ -130,4 +112,41 @@ export class Nftables implements TrafficManager {
 /** Deletes flannel's nftables tables where they exist (the iptables mode's clean-up of the other). */
 export async function removeFlannelTables(exec: Exec, log: Logger): Promise<void> {
   await new NftOwner({ exec, log }).remove(flannelTableNames.map((t) => ({ family: t.nftFamily, name: t.name })));
+}
+
+/** flannel's nftables tables that exist, as `<family> <name>`. */
+export async function presentFlannelTables(exec: Exec): Promise<string[]> {
+  const listing = JSON.parse(await exec('nft', ['-j', 'list', 'tables'])) as { nftables?: Array<{ table?: { family: string; name: string } }> };
+  const present = (listing.nftables ?? []).flatMap((i) => (i.table ? [`${i.table.family} ${i.table.name}`] : []));
+  return flannelTableNames.map((t) => `${t.nftFamily} ${t.name}`).filter((t) => present.includes(t));
+}
+
+/**
+ * flannel's iptables chains go, with the jumps to them, in both families (the nftables mode's
+ * clean-up of the other, and `weft cleanup`); unlike flanneld, which looks for FLANNEL-FWD in the
+ * nat table and leaves it in place. No other chain is touched.
+ */
+export async function removeFlannelChains(exec: Exec, log: Logger): Promise<string[]> {
+  const removed: string[] = [];
+  for (const family of [4, 6] as const) {
+    for (const [table, chain, parent] of [['nat', masqChain, 'POSTROUTING'], ['filter', forwardChain, 'FORWARD']] as const) {
+      let save: string;
+      try {
+        save = await exec(iptablesCommand(family, '-save'), ['-t', table]);
+      } catch (err) {
+        if (isMissingCommand(err)) return removed; // no iptables on this node: nothing of flannel's to remove
+        throw err;
+      }
+      if (!readChain(save, { chain, parent }).chainExists) continue;
+      const cmd = iptablesCommand(family, '');
+      for (const line of save.split('\n')) {
+        if (line.startsWith(`-A ${parent} `) && line.endsWith(`-j ${chain}`)) await exec(cmd, ['-w', '-t', table, '-D', parent, ...splitArgs(line.slice(`-A ${parent} `.length))]);
+      }
+      await exec(cmd, ['-w', '-t', table, '-F', chain]);
+      await exec(cmd, ['-w', '-t', table, '-X', chain]);
+      log.info({ family, table, chain }, 'removed the iptables chain of flannel\'s iptables mode');
+      removed.push(`${chain} (IPv${family} ${table})`);
+    }
+  }
+  return removed;
 }

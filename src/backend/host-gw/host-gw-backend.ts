@@ -19,6 +19,7 @@ import { OverlayNetwork, PlaneSet } from '../overlay-network.js';
 export const hostGwBackend: BackendFactory = {
   /** host-gw has no options besides Type. */
   checkOptions() {},
+  deviceNames: () => [],
   async create(_config, deps) {
     const ext = deps.extIface;
     const connected = new Map<Family, Cidr[]>();

@@ -22,7 +22,7 @@ import { routeKind } from '../kinds/route-kind.js';
 import { podMtu } from '../mtu.js';
 import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network.js';
 import { Forwarder } from './forwarder.js';
-import { TunDevice } from './tun-device.js';
+import { TunDevice, tunName } from './tun-device.js';
 import { TunnelTable } from './tunnel-kind.js';
 import { type UdpTunAddon, udpTunAddon } from './udp-addon.js';
 import { type UdpConfig, parseUdpConfig } from './udp-config.js';
@@ -33,6 +33,7 @@ export const udpBackend: BackendFactory = {
   checkOptions(config) {
     parseUdpConfig(config);
   },
+  deviceNames: () => [tunName],
   async create(config, deps) {
     const udp = parseUdpConfig(config);
     const plane = deps.planes.find((p) => p.family === 4);
