@@ -185,6 +185,7 @@ class Agent {
       // The rule tools are checked (nft present, fully-random probed) before a lease is taken: a
       // node that cannot keep its rules must not hold a subnet it will never serve.
       const traffic = await this.#trafficManager(config);
+      publish('rules.mode', { mode: traffic.mode });
       const factory = backendFactory(config.backend.type);
       await removeLeftovers(nl, factory.deviceNames(config), log);
       const network = await factory.create(

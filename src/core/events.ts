@@ -34,6 +34,8 @@ export interface WeftEvents {
   /** A full comparison of the kernel with the leases. */
   readonly reconcile: { readonly seconds: number };
   readonly 'rules.repair': { readonly mode: 'iptables' | 'nftables' };
+  /** The traffic rule mode chosen at start (before any repair is counted). */
+  readonly 'rules.mode': { readonly mode: 'iptables' | 'nftables' };
   readonly 'device.mtu': { readonly device: string; readonly mtu: number };
 }
 

@@ -82,6 +82,10 @@ test('udp: three nodes, every pod pings every pod through flannel0; flannel\'s d
   const status = (await cluster.health(n1, healthPort, '/status')).body as { packets?: Record<string, number> };
   assert.ok((status.packets?.['sent'] ?? 0) > 0 && (status.packets?.['delivered'] ?? 0) > 0, JSON.stringify(status.packets));
   assert.ok((status.packets?.['noRoute'] ?? 0) >= 1, 'the packet without a lease is counted');
+  // /metrics counts udp's peers as weft status does (flannel's udp publishes no BackendType).
+  const metrics = await nsExec(n1.ns, process.execPath, ['--input-type=module', '-e', `process.stdout.write(await (await fetch('http://127.0.0.1:${healthPort}/metrics')).text())`]);
+  assert.match(metrics, /^weft_peers\{family="ipv4",state="programmed"\} 2$/m);
+  assert.match(metrics, /^weft_traffic_rule_repairs_total\{mode="iptables"\} 0$/m, 'the repair counter is there before any repair');
 });
 
 test('udp: flannel\'s wire format, with a stand-in flannel peer that speaks it from a plain UDP socket', { skip, timeout: 180_000 }, async (t) => {

@@ -27,6 +27,7 @@ test('published facts become Prometheus series with HELP and TYPE; nothing befor
     publish('events.applied', { seconds: 0.2 });
     publish('device.mtu', { device: 'flannel-v6.1', mtu: 1430 });
     publish('lease.duplicates', { count: 2 });
+    publish('rules.mode', { mode: 'nftables' });
     contact = Date.now() - 4000;
     const text = m.render();
     for (const line of [
@@ -38,6 +39,7 @@ test('published facts become Prometheus series with HELP and TYPE; nothing befor
       'weft_kernel_writes_total{kind="fdb",op="delete",result="failed"} 1',
       'weft_drift_repairs_total{kind="device"} 1',
       'weft_own_public_ip_leases 2',
+      'weft_traffic_rule_repairs_total{mode="nftables"} 0',
       'weft_registry_errors_total{code="WEFT_ERR_UNAVAILABLE"} 1',
       'weft_registry_reachable{registry="etcd"} 0',
       'weft_lease_held 1',

@@ -194,6 +194,7 @@ export class Metrics {
     on.push(subscribe('events.applied', (m) => applied.observe(m.seconds)));
     on.push(subscribe('reconcile', (m) => reconciles.observe(m.seconds)));
     on.push(subscribe('rules.repair', (m) => ruleRepairs.add({ mode: m.mode })));
+    on.push(subscribe('rules.mode', (m) => ruleRepairs.add({ mode: m.mode }, 0)));
     on.push(subscribe('device.mtu', (m) => mtu.set({ device: m.device }, m.mtu)));
   }
 
