@@ -74,3 +74,20 @@ test('two programs under one key: the later one counts, and removing it brings b
   index.remove(second);
   assert.equal(index.size, 0);
 });
+
+test('an exclusive kind\'s key wanted in another form is a conflict, naming the form already wanted; other kinds share; a peer\'s own earlier program is no rival', () => {
+  const claims: EntryKind<Item> = { ...kind('claims'), exclusive: { code: 'duplicate_x', describe: (e) => `x ${e.id}` } };
+  const want = new DesiredState([a, claims]);
+  const held = { claims: [{ id: 'k', value: 1 }], a: [{ id: 's', value: 1 }] };
+  want.add(held);
+  const rival = { claims: [{ id: 'k', value: 2 }] };
+  const clash = want.conflict(rival);
+  assert.equal(clash?.kind, claims);
+  assert.equal(clash?.entry, rival.claims[0]);
+  assert.equal(clash?.theirs, held.claims[0]);
+  assert.equal(want.conflict({ claims: [{ id: 'k', value: 1 }] }), undefined, 'the same form is shared');
+  assert.equal(want.conflict({ a: [{ id: 's', value: 9 }] }), undefined, 'a kind that is not exclusive shares a key in any form');
+  assert.equal(want.conflict(rival, held), undefined, 'the same peer, its lease changed');
+  assert.ok(want.conflict(rival, { claims: [{ id: 'k', value: 1 }] }), 'an equal entry of another program is still the rival: identity counts, not value');
+  assert.equal(want.conflict({}), undefined);
+});

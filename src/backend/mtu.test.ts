@@ -19,7 +19,7 @@ test('each encapsulation\'s cost per family, and FLANNEL_MTU the smallest of the
 
 test('an underlay MTU too small for a family\'s device is a config error, at the exact bound', () => {
   assert.doesNotThrow(() => checkUnderlayMtu('vxlan', 118, [4]));
-  assert.throws(() => checkUnderlayMtu('vxlan', 117, [4]), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /at least 118/.test(err.message));
+  assert.throws(() => checkUnderlayMtu('vxlan', 117, [4]), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /^Backend\.MTU 117 is too small: .* at least 118/.test(err.message));
   assert.doesNotThrow(() => checkUnderlayMtu('vxlan', 1350, [4, 6]));
   assert.throws(() => checkUnderlayMtu('vxlan', 1349, [4, 6]), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /IPv6 vxlan .* at least 1350/.test(err.message));
   assert.throws(() => checkUnderlayMtu('vxlan', 20, [4], 'the MTU of eth0'), /^WeftError: the MTU of eth0 20 is too small|the MTU of eth0 20 is too small/);

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { allocateSubnet, freeSubnets, inRange, isCompatible } from './allocator.js';
+import { allocateSubnet, blockers, freeSubnets, holdsPlace, inRange, isCompatible } from './allocator.js';
 import { parseNetworkConfig } from '../config/network-config.js';
 import { type Cidr, formatCidr, parseCidr } from '../ip/cidr.js';
 import { formatSubnetPair } from '../lease/lease.js';
@@ -85,4 +85,37 @@ test('in dual-stack, a lease of one family takes nothing of the other', () => {
   assert.equal(formatSubnetPair(pair), '198.18.2.0/24,fc00:0:0:2::/64');
   const v6only = parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"fc00::/48","Backend":{"Type":"vxlan"}}');
   assert.deepEqual(allocateSubnet(v6only, [{ ipv4: parseCidr('198.18.1.0/24') }], () => 0), { ipv6: parseCidr('fc00:0:0:1::/64') });
+});
+
+test('a lease holds a place only with the configured length, inside the network, of the family', () => {
+  const range = big.ipv4!;
+  assert.equal(holdsPlace(range, parseCidr('198.18.7.0/24')), true);
+  assert.equal(holdsPlace(range, parseCidr('198.18.0.0/24')), true, 'below SubnetMin still inside the network');
+  assert.equal(holdsPlace(range, parseCidr('198.18.0.0/16')), false, 'another length');
+  assert.equal(holdsPlace(range, parseCidr('198.18.7.0/25')), false);
+  assert.equal(holdsPlace(range, parseCidr('203.0.113.0/24')), false, 'outside');
+  assert.equal(holdsPlace(range, { ip: { family: 6, value: parseCidr('198.18.7.0/24').ip.value }, prefix: 24 }), false, 'another family');
+});
+
+test('blockers: the leases of either family that hold a place and overlap the pair', () => {
+  const pair = { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('fc00:0:0:1::/64') };
+  const taken = [
+    { ipv4: parseCidr('198.18.1.0/24') },
+    { ipv4: parseCidr('198.18.2.0/24'), ipv6: parseCidr('fc00:0:0:1::/64') },
+    { ipv4: parseCidr('198.18.0.0/16') },
+    { ipv6: parseCidr('fc00:0:0:9::/64') },
+    { ipv4: parseCidr('198.18.3.0/24') },
+  ];
+  assert.deepEqual(blockers(dual, taken, pair).map(formatSubnetPair), ['198.18.1.0/24', '198.18.2.0/24,fc00:0:0:1::/64']);
+  assert.deepEqual(blockers(dual, taken, { ipv4: parseCidr('198.18.3.0/24') }).map(formatSubnetPair), ['198.18.3.0/24'], 'a pair of one family');
+  assert.deepEqual(blockers(big, taken, pair).map(formatSubnetPair), ['198.18.1.0/24'], 'no IPv6 range: IPv6 blocks nothing');
+});
+
+test('allocation keeps a fitting subnet of a family as given, and allocates the rest; out of subnets names the leases that hold the range', () => {
+  const kept = allocateSubnet(dual, [{ ipv6: parseCidr('fc00:0:0:1::/64') }], () => 0, { ipv4: parseCidr('198.18.77.0/24') });
+  assert.equal(formatSubnetPair(kept), '198.18.77.0/24,fc00:0:0:2::/64');
+  const unfit = allocateSubnet(dual, [], () => 0, { ipv4: parseCidr('198.18.77.0/25') });
+  assert.equal(formatSubnetPair(unfit), '198.18.1.0/24,fc00:0:0:1::/64', 'a subnet of another length is not kept');
+  const taken = cidrs('198.18.0.64/26', '198.18.0.128/26', '198.18.0.192/26', '198.18.0.0/24', '198.18.0.0/26').map((ipv4) => ({ ipv4 }));
+  assert.throws(() => allocateSubnet(small, taken), (err) => isWeftError(err, 'WEFT_ERR_OUT_OF_SUBNETS') && err.message.includes('4 leases hold a place, e.g. 198.18.0.64/26, 198.18.0.128/26, 198.18.0.192/26;'));
 });
