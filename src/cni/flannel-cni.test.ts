@@ -167,3 +167,20 @@ test('more than 4 MiB on stdin is refused without being held', async (t) => {
   assert.equal(await exited, 1);
   assert.match(stdout, /over 4194304 bytes/);
 });
+
+test('a state directory others may write, or that is a symlink, is refused before anything is saved or run', async (t) => {
+  const { dir, conf, env, run } = await setup(t, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
+  await mkdir(join(dir, 'state'), { mode: 0o700 });
+  await chmod(join(dir, 'state'), 0o777);
+  const open = await run(env('ADD'), conf());
+  assert.equal(open.code, 1);
+  assert.match(open.out.msg ?? '', /writable by others \(mode 777\)/);
+  assert.deepEqual(await readdir(join(dir, 'state')), [], 'nothing saved');
+  assert.equal((await run(env('DEL'), conf())).code, 1, 'DEL reads nothing from it either');
+  await chmod(join(dir, 'state'), 0o755);
+  await mkdir(join(dir, 'elsewhere'));
+  await symlink(join(dir, 'elsewhere'), join(dir, 'linked'));
+  const linked = await run(env('ADD'), conf('1.1.0', { dataDir: join(dir, 'linked') }));
+  assert.match(linked.out.msg ?? '', /is not a directory \(a symlink\?\)/);
+  assert.equal((await run(env('ADD'), conf())).code, 0, 'mode 755 is fine');
+});

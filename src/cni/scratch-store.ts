@@ -41,6 +41,7 @@ const flannelPath = (a: Pick<Attachment, 'dataDir' | 'containerId'>): string => 
 export async function saveState(a: Attachment, bytes: string): Promise<void> {
   try {
     await mkdir(a.dataDir, { recursive: true, mode: 0o700 });
+    await checkDataDir(a.dataDir);
     await writeAtomically(keyedPath(a, a.containerId, a.ifname), bytes);
     await writeAtomically(flannelPath(a), bytes);
   } catch (err) {
@@ -50,6 +51,9 @@ export async function saveState(a: Attachment, bytes: string): Promise<void> {
 
 /** The saved bytes of this attachment, or of flannel's file when it names this network; undefined when there are none. */
 export async function loadState(a: Attachment): Promise<string | undefined> {
+  await checkDataDir(a.dataDir).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  });
   return (await readState(keyedPath(a, a.containerId, a.ifname))) ?? (await flannelState(a));
 }
 
@@ -88,6 +92,19 @@ async function flannelState(a: Pick<Attachment, 'dataDir' | 'network' | 'contain
     return !isJsonObject(saved) || typeof saved['name'] !== 'string' || saved['name'] === a.network ? bytes : undefined;
   } catch {
     return bytes;
+  }
+}
+
+/**
+ * The state directory must be a real directory that only its owner may write: DEL runs the
+ * plugin a saved file names with the saved config, so whoever can plant a file there chooses
+ * what runs as root.
+ */
+async function checkDataDir(dir: string): Promise<void> {
+  const info = await lstat(dir);
+  if (!info.isDirectory()) throw new CniError(CniCodes.IO_FAILURE, `the state directory ${dir} is not a directory (a symlink?): refusing to keep or read container state there`);
+  if ((info.mode & 0o022) !== 0) {
+    throw new CniError(CniCodes.IO_FAILURE, `the state directory ${dir} is writable by others (mode ${(info.mode & 0o777).toString(8)}): refusing to keep or read container state there; chmod go-w it`);
   }
 }
 
