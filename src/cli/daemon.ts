@@ -321,6 +321,7 @@ class Agent {
     const health = this.#health();
     const { lease, config, iface, network } = { lease: this.#lease, config: this.#config, iface: this.#iface, network: this.#network };
     const packets = network?.packetCounters();
+    const changedAt = this.#registry?.configChangedAt();
     return {
       version,
       registry: {
@@ -347,6 +348,7 @@ class Agent {
       ...(network ? { mtu: network.mtu } : {}),
       ...(config && this.#ready ? { trafficMode: config.enableNFTables ? 'nftables' : 'iptables' } : {}),
       peers: network?.peers() ?? [],
+      ...(changedAt !== undefined ? { configChangedAt: changedAt } : {}),
       ...(this.#registry && this.#registry.skippedEntries().length > 0 ? { skipped: this.#registry.skippedEntries() } : {}),
       ...(packets ? { packets } : {}),
     };

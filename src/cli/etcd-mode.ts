@@ -1,12 +1,13 @@
 /** The etcd registry mode (the default): flannel's keys in etcd, the lease policy of LocalManager. */
 import { networkInterfaces } from 'node:os';
-import type { Clock } from '../core/clock.js';
+import { type Clock, systemClock } from '../core/clock.js';
 import { formatIp } from '../ip/ip.js';
 import type { Logger } from '../core/log.js';
 import { checkBackend } from '../backend/registry.js';
 import { LocalManager } from '../subnet/local-manager.js';
 import { redactCredentials } from '../subnet/etcd/etcd-gateway.js';
 import { readSubnetEnv } from '../subnet/subnet-env.js';
+import { ConfigDrift } from './config-drift.js';
 import { connectEtcd } from './etcd-connect.js';
 import type { FlagValues } from './flags.js';
 import type { agentFlags } from './options.js';
@@ -25,15 +26,20 @@ export async function etcdMode(flags: FlagValues<typeof agentFlags>, log: Logger
     ...(clock ? { clock } : {}),
     ...(previous.subnet || previous.ipv6Subnet ? { previous: { ...(previous.subnet ? { ipv4: previous.subnet } : {}), ...(previous.ipv6Subnet ? { ipv6: previous.ipv6Subnet } : {}) } } : {}),
   });
+  const drift = new ConfigDrift(log.child({ component: 'config' }), clock ?? systemClock);
   return {
     kind: 'etcd',
     endpoints: shownEtcdEndpoints(flags['etcd-endpoints']),
     manager,
-    // etcd's watches belong to the manager's own calls: nothing runs beside them.
-    run: async () => undefined,
+    // The lease watches belong to the manager's own calls; beside them, the config's, to say
+    // when the one in etcd is no longer the one in use.
+    run: async (signal) => {
+      for await (const text of registry.watchNetworkConfig(signal)) drift.observe(text, manager.configText);
+    },
     publicIpOverrides: async () => ({ publicIp: '', publicIpv6: '' }),
     networkUp: async () => undefined,
     skippedEntries: () => registry.skippedEntries(),
+    configChangedAt: () => drift.since,
     close: () => gateway.close(),
   };
 }

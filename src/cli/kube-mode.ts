@@ -3,11 +3,13 @@
  * here and shared with whatever else in the agent reads the API; the subnet manager's Node
  * informer runs beside the agent.
  */
+import { unwatchFile, watchFile } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import type { Clock } from '../core/clock.js';
+import { type Clock, systemClock } from '../core/clock.js';
 import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { version } from '../core/version.js';
+import { ConfigDrift } from './config-drift.js';
 import type { FlagValues } from './flags.js';
 import type { agentFlags } from './options.js';
 import type { RegistryMode } from './registry-mode.js';
@@ -50,14 +52,34 @@ export async function kubeMode(options: KubeModeOptions): Promise<RegistryMode> 
     ...(env['POD_NAME'] ? { podName: env['POD_NAME'] } : {}),
     ...(env['POD_NAMESPACE'] ? { podNamespace: env['POD_NAMESPACE'] } : {}),
   });
+  const drift = new ConfigDrift(log.child({ component: 'config' }), options.clock ?? systemClock);
   return {
     kind: 'kubernetes',
     endpoints: [access.server.origin],
     manager,
-    run: (signal) => manager.run(signal),
+    run: async (signal) => {
+      await Promise.all([manager.run(signal), watchNetConf(flags['net-config-path'], netConf, drift, signal)]);
+    },
     publicIpOverrides: (signal) => manager.nodePublicIps(signal),
     networkUp: flags['set-node-network-unavailable'] ? (signal) => manager.networkUp(signal) : async () => undefined,
     skippedEntries: () => [],
+    configChangedAt: () => drift.since,
     close: () => client.close(),
   };
+}
+
+/**
+ * net-conf.json as its ConfigMap updates it (the kubelet swaps a symlink, so the file's stat
+ * changes): polled every 10 s, a stat each, until `signal` aborts.
+ */
+async function watchNetConf(path: string, inUse: string, drift: ConfigDrift, signal: AbortSignal): Promise<void> {
+  const check = (): void => {
+    readFile(path, 'utf8').then((text) => drift.observe(text, inUse), () => drift.observe(undefined, inUse));
+  };
+  watchFile(path, { interval: 10_000, persistent: false }, check);
+  await new Promise<void>((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+  unwatchFile(path, check);
 }

@@ -23,6 +23,8 @@ export interface RegistryMode {
   publicIpOverrides(signal: AbortSignal): Promise<{ readonly publicIp: string; readonly publicIpv6: string }>;
   /** Tells the registry that this node's network is up (kube: NodeNetworkUnavailable=False); retried until it lands. */
   networkUp(signal: AbortSignal): Promise<void>;
+  /** Since when the registry's network config differs from the one this agent runs with (config-drift.ts), if it does. */
+  configChangedAt(): number | undefined;
   /** Registry entries skipped as invalid now (etcd: keys under `subnets/`); kube mode reports refused Nodes as peers instead. */
   skippedEntries(): ReadonlyArray<{ readonly key: string; readonly reason: string; readonly since: number }>;
   /** Releases the connection; after every task has ended. */

@@ -31,6 +31,8 @@ export interface StatusReport {
   readonly mtu?: number;
   readonly trafficMode?: string;
   readonly peers: readonly PeerStatus[];
+  /** Since when the registry's network config differs from the one the agent runs with (ms since the epoch). */
+  readonly configChangedAt?: number;
   /** Registry entries skipped as invalid (a lease overwritten with garbage keeps its last valid form programmed). */
   readonly skipped?: ReadonlyArray<{ readonly key: string; readonly reason: string; readonly since: number }>;
   /** The udp backend's packet path, since the agent started (udp-addon.ts: counterNames). */
@@ -66,6 +68,7 @@ export function formatStatus(r: StatusReport, now = Date.now()): string {
     lines.push('');
     for (const row of [head, ...rows]) lines.push(row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
   }
+  if (r.configChangedAt) lines.push(`config:    changed in the registry ${ago(r.configChangedAt, now)}; this agent runs with the one it started with until it restarts`);
   for (const s of r.skipped ?? []) lines.push(`skipped:   ${s.key}, invalid since ${ago(s.since, now)}: ${s.reason}`);
   return lines.join('\n') + '\n';
 }

@@ -65,4 +65,10 @@ test('hostile leases: a second claimant of a VtepMAC, stray keys and a lease pla
   await wait('node3 is back', () => n3.log.split('initial peers programmed').length === 3);
   assert.equal((await cluster.subnetEnv(n3))!.subnet!.ip.value, n3subnet.ip.value, 'node3 kept its subnet');
   await assertFullMesh(cluster);
+
+  // The config changed under the running agents: kept, as flanneld keeps it, and said.
+  await cluster.etcd('put', '/coreos.com/network/config', '{"Network":"198.18.0.0/16","SubnetMin":"198.18.1.0","SubnetMax":"198.18.9.0","Backend":{"Type":"vxlan"}}');
+  const statusNow = (): Promise<string> => nsExec(n1.ns, weftBin, ['status', '--healthz-ip=127.0.0.1', `--healthz-port=${port}`]);
+  await wait('weft status says the config changed', async () => /^config: +changed in the registry .*until it restarts$/m.test(await statusNow().catch(() => '')));
+  assert.match(n1.log, /the network config in the registry changed; this agent keeps the one it started with/);
 });

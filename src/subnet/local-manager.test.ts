@@ -319,3 +319,22 @@ test('a config the agent cannot use (a bad backend option) is waited on like a m
   await h.etcd.admin.put(`${prefix}/config`, vxlanConfig, AbortSignal.timeout(5000));
   assert.equal((await getting).backend.type, 'vxlan');
 });
+
+test('the network config is watched: its text now, after each change, and undefined once deleted', { timeout: 60_000 }, async (t) => {
+  const h = await harness(t);
+  const reg = h.registry();
+  const seen: Array<string | undefined> = [];
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const watching = (async () => {
+    for await (const text of reg.watchNetworkConfig(ctl.signal)) seen.push(text);
+  })();
+  await waitUntil('the first read', () => seen.length === 1);
+  assert.equal(seen[0], vxlanConfig);
+  await h.etcd.admin.put(`${prefix}/config`, '{"Network":"198.19.0.0/16","Backend":{"Type":"vxlan"}}', AbortSignal.timeout(5000));
+  await h.etcd.admin.deleteRange(`${prefix}/config`, { signal: AbortSignal.timeout(5000) });
+  await waitUntil('both changes', () => seen.length === 3);
+  assert.deepEqual(seen.slice(1), ['{"Network":"198.19.0.0/16","Backend":{"Type":"vxlan"}}', undefined]);
+  ctl.abort();
+  await watching;
+});

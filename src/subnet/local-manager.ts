@@ -62,6 +62,7 @@ export class LocalManager implements SubnetManager {
   readonly #checkConfig: (config: NetworkConfig) => void;
   readonly #isLocalAddress: ((ip: IpAddr) => boolean) | undefined;
   #config: NetworkConfig | undefined;
+  #configText: string | undefined;
   #attrs: LeaseAttrs | undefined;
   #own: StoredLease | undefined;
   /** The own lease is a reservation (written without TTL by an operator): renewals keep it so. */
@@ -81,6 +82,11 @@ export class LocalManager implements SubnetManager {
     this.#isLocalAddress = options.isLocalAddress;
   }
 
+  /** The config text this manager runs with, once read. */
+  get configText(): string | undefined {
+    return this.#configText;
+  }
+
   /** The lease this manager holds now, if any. */
   get lease(): Lease | undefined {
     return this.#own ? ownLease(this.#own) : undefined;
@@ -90,10 +96,12 @@ export class LocalManager implements SubnetManager {
     let lastProblem = '';
     for (;;) {
       try {
-        const config = parseNetworkConfig(await this.#registry.getNetworkConfig(signal), 'etcd');
+        const text = await this.#registry.getNetworkConfig(signal);
+        const config = parseNetworkConfig(text, 'etcd');
         this.#checkConfig(config);
         for (const warning of config.warnings) this.#log.warn({}, warning);
         this.#config = config;
+        this.#configText = text;
         return config;
       } catch (err) {
         if (signal.aborted) throw err;

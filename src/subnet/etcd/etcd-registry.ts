@@ -4,6 +4,7 @@
  * key or a value that does not decode is skipped with one warning per written version.
  */
 import { type Clock, systemClock } from '../../core/clock.js';
+import { Backoff } from '../../core/backoff.js';
 import { ErrorCodes, WeftError, isWeftError } from '../../core/errors.js';
 import { type Logger, silentLogger } from '../../core/log.js';
 import { decodeLeaseAttrs, encodeLeaseAttrs } from '../../lease/lease-codec.js';
@@ -67,6 +68,28 @@ export class EtcdRegistry implements Registry {
       );
     }
     return kv.value;
+  }
+
+  /**
+   * The config's text now and after every change (undefined once it is deleted), until `signal`
+   * aborts; a broken or compacted watch reads it again, after a pause that grows to 30 s.
+   */
+  async *watchNetworkConfig(signal: AbortSignal): AsyncGenerator<string | undefined> {
+    const backoff = new Backoff({ maxMs: 30_000 });
+    while (!signal.aborted) {
+      try {
+        const res = await this.#etcd.range(this.#configKey, { signal });
+        yield res.kvs[0]?.value;
+        for await (const batch of this.#etcd.watch(this.#configKey, { startRevision: res.revision + 1, signal })) {
+          backoff.reset();
+          for (const ev of batch.events) yield ev.type === 'DELETE' ? undefined : ev.kv.value;
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        this.#log.debug({ err }, 'the watch of the network config broke; reading it again');
+      }
+      await this.#clock.sleep(backoff.next(), signal).catch(() => undefined);
+    }
   }
 
   async getLeases(options: { subnet?: SubnetPair; signal: AbortSignal }): Promise<LeaseSnapshot> {
