@@ -25,6 +25,11 @@ export interface BackendDeps {
   readonly keys: KeyStore;
   /** What this node published in an earlier run, if the registry still has it. */
   readonly previous?: LeaseAttrs;
+  /**
+   * A file of the backend's own for what it must know across restarts without the registry (the
+   * udp backend's forwarding table, udp-snapshot.ts); next to the subnet file.
+   */
+  readonly stateFile?: string;
   /** File descriptors from the agent this one replaced, and for the one that replaces it (SIGHUP). */
   readonly handover?: FdHandover;
   readonly clock?: Clock;

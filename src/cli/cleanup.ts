@@ -62,9 +62,10 @@ export async function cleanupCommand(argv: readonly string[], env: Readonly<Reco
     io.stderr(`weft cleanup: could not remove flannel's iptables chains: ${errorMessage(err)}\n`);
   }
   const file = flags.values['subnet-file'];
-  if (await stat(file).then(() => true, () => false)) {
-    if (!dry) await rm(file, { force: true });
-    say(`subnet file ${file}`);
+  for (const [what, path] of [['subnet file', file], ['backend state', `${file}.state`]] as const) {
+    if (!(await stat(path).then(() => true, () => false))) continue;
+    if (!dry) await rm(path, { force: true });
+    say(`${what} ${path}`);
   }
   return failed > 0 ? 1 : 0;
 }

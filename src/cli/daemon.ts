@@ -10,7 +10,8 @@
  */
 import { ErrorCodes, errorMessage, isWeftError } from '../core/errors.js';
 import { type Clock, systemClock } from '../core/clock.js';
-import type { FdHandover } from '../core/handover.js';
+import { FdHandover } from '../core/handover.js';
+import { startUdpFromSnapshot } from '../backend/udp/udp-early.js';
 import { type Logger, createLogger } from '../core/log.js';
 import type { NetworkConfig } from '../config/network-config.js';
 import { formatCidr } from '../ip/cidr.js';
@@ -138,8 +139,18 @@ class Agent {
     const scope = AbortSignal.any([signal, inner.signal]);
     const tasks: Array<Promise<unknown>> = [];
     const kube = flags['kube-subnet-mgr'];
+    const handover = this.#o.handover ?? new FdHandover();
+    const stateFile = `${flags['subnet-file']}.state`;
     log.info({ version, registry: kube ? 'kubernetes' : 'etcd', ...(kube ? {} : { endpoints: shownEtcdEndpoints(flags['etcd-endpoints']), prefix: flags['etcd-prefix'] }) }, 'weft agent starting');
-    const registry = kube ? await kubeMode({ flags, env: this.#o.env, log, checkMs: this.#checkMs, clock: this.#clock }) : await etcdMode(flags, log, this.#clock);
+    // udp: forward with the last known table while the registry is not reached yet.
+    const early = await startUdpFromSnapshot({ stateFile, log: log.child({ component: 'udp' }), handover });
+    let registry: RegistryMode;
+    try {
+      registry = kube ? await kubeMode({ flags, env: this.#o.env, log, checkMs: this.#checkMs, clock: this.#clock }) : await etcdMode(flags, log, this.#clock);
+    } catch (err) {
+      early?.passOn(handover);
+      throw err;
+    }
     this.#registry = registry;
     const manager = registry.manager;
     let nl: RtNetlink | undefined;
@@ -186,6 +197,8 @@ class Agent {
       // node that cannot keep its rules must not hold a subnet it will never serve.
       const traffic = await this.#trafficManager(config);
       publish('rules.mode', { mode: traffic.mode });
+      if (config.backend.type === 'udp') early?.handTo(handover);
+      else early?.close();
       const factory = backendFactory(config.backend.type);
       await removeLeftovers(nl, factory.deviceNames(config), log);
       const network = await factory.create(
@@ -198,7 +211,8 @@ class Agent {
           keys: new FileKeyStore(this.#o.env['WIREGUARD_KEY_FILE'] || defaultKeyFile),
           clock: this.#clock,
           ...(previous ? { previous } : {}),
-          ...(this.#o.handover ? { handover: this.#o.handover } : {}),
+          stateFile,
+          handover,
         },
         scope,
       );
@@ -222,6 +236,7 @@ class Agent {
       // A loop may have failed already, and an aborted signal fires no more 'abort' events.
       if (!scope.aborted) await new Promise<void>((resolve) => scope.addEventListener('abort', () => resolve(), { once: true }));
     } finally {
+      early?.passOn(handover);
       inner.abort();
       await Promise.allSettled(tasks);
       registry.close();

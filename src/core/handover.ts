@@ -26,6 +26,14 @@ export class FdHandover {
     return fd;
   }
 
+  /**
+   * Offers `fd` under `name` to a later taker in this process, as if inherited: the udp packet
+   * path started from its snapshot hands its device and socket to the backend this way.
+   */
+  give(name: string, fd: number): void {
+    this.#inherited.set(name, fd);
+  }
+
   /** Inherited fds that nobody took (a changed config): the caller closes them. */
   untaken(): number[] {
     return [...this.#inherited.values()];

@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { maskIp } from '../ip/cidr.js';
 import { formatIp } from '../ip/ip.js';
 import type { Cluster, ClusterNode, Pod } from '../testing/cluster.js';
@@ -179,4 +180,22 @@ test('udp: a graceful restart (SIGHUP) loses no packet; SIGKILL loses only what 
   assert.ok(lost <= gapMs / 10 + 10, `lost ${lost} packets in a ${gapMs} ms gap`);
   assert.ok(killed.received > 0);
   assert.equal((await tun(n2))?.index, device?.index, 'the new agent attached to the same device');
+});
+
+test('udp: an agent restarted while etcd is down forwards with its last known peer table, then takes the registry\'s once etcd is back', { skip, timeout: 240_000 }, async (t) => {
+  const cluster = await cluster3(t);
+  const [n1, n2, n3] = cluster.nodes as [ClusterNode, ClusterNode, ClusterNode];
+  await wait('node2 saved its peer table', async () => ((await readFile(`${n2.subnetFile}.state`, 'utf8').catch(() => '')).match(/198\.18\./g) ?? []).length >= 2);
+  await cluster.stopEtcd();
+  await cluster.stopAgent(n2, 'SIGKILL');
+  cluster.startAgent(n2);
+  await wait('the restarted agent forwards from its snapshot', () => /forwarding with the last known peer table until the registry answers/.test(n2.log));
+  // Both ways, to both peers, with no registry anywhere.
+  for (const [from, to] of [[n2, n1], [n1, n2], [n3, n2], [n2, n3]] as const) {
+    await wait(`${from.name} pings ${to.name} while etcd is down`, () => cluster.ping(from.pods[0]!, to.pods[0]!.ip));
+  }
+  assert.equal(programmedCount(n2), 1, 'the restarted agent never reached the registry');
+  await cluster.startEtcd();
+  await wait('the agent reached etcd and took the device and socket over', () => programmedCount(n2) === 2 && /TUN device taken over/.test(n2.log) && /UDP socket taken over/.test(n2.log));
+  await assertFullMesh(cluster);
 });

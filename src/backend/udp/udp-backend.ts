@@ -23,7 +23,8 @@ import { podMtu } from '../mtu.js';
 import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network.js';
 import { Forwarder } from './forwarder.js';
 import { TunDevice, tunName } from './tun-device.js';
-import { TunnelTable } from './tunnel-kind.js';
+import { type TunnelSpec, TunnelTable } from './tunnel-kind.js';
+import { writeSnapshot } from './udp-snapshot.js';
 import { type UdpTunAddon, udpTunAddon } from './udp-addon.js';
 import { type UdpConfig, parseUdpConfig } from './udp-config.js';
 
@@ -56,6 +57,7 @@ class UdpDriver implements BackendDriver {
   readonly #forwarder: Forwarder;
   readonly #planes: PlaneSet;
   #socket: number | undefined;
+  #snapshotWarned = false;
   /** The subnet the running forwarder answers from; a new one restarts it. */
   #forwardingFor: IpAddr | undefined;
 
@@ -75,6 +77,7 @@ class UdpDriver implements BackendDriver {
       new TunnelTable((tunnels) => {
         this.#forwarder.setTable(tunnels);
         if (!this.#forwarder.running) this.#startForwarder();
+        this.#saveSnapshot(tunnels);
       }),
     ];
   }
@@ -125,6 +128,21 @@ class UdpDriver implements BackendDriver {
       this.#addon.keepOnExec(this.#socket, true);
       this.#deps.handover.pass(socketHandoverName, this.#socket);
     }
+  }
+
+  /** The table as the next agent needs it should it start without the registry (udp-early.ts). */
+  #saveSnapshot(tunnels: readonly TunnelSpec[]): void {
+    const path = this.#deps.stateFile;
+    if (!path) return;
+    const plane = this.#plane;
+    const snapshot = { bind: plane.ifaceAddr ?? plane.publicIp, port: this.#udp.port, mtu: this.mtu, tunAddr: plane.subnet?.ip ?? plane.publicIp, tunnels };
+    writeSnapshot(path, snapshot).then(
+      () => (this.#snapshotWarned = false),
+      (err: unknown) => {
+        if (!this.#snapshotWarned) this.#deps.log.warn({ err, file: path }, `udp: cannot save the peer table for a restart without the registry: ${errorMessage(err)}`);
+        this.#snapshotWarned = true;
+      },
+    );
   }
 
   #startForwarder(): void {

@@ -1,0 +1,29 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseCidr } from '../../ip/cidr.js';
+import { parseIp } from '../../ip/ip.js';
+import { decodeSnapshot, encodeSnapshot } from './udp-snapshot.js';
+
+const snapshot = {
+  bind: parseIp('203.0.113.2'), port: 8285, mtu: 1472, tunAddr: parseIp('198.18.2.0'),
+  tunnels: [{ dst: parseCidr('198.18.1.0/24'), endpoint: parseIp('203.0.113.1') }, { dst: parseCidr('198.18.3.0/24'), endpoint: parseIp('203.0.113.3') }],
+};
+
+test('a snapshot round-trips as JSON of addresses in text', () => {
+  const text = encodeSnapshot(snapshot);
+  assert.equal(text, '{"version":1,"bind":"203.0.113.2","port":8285,"mtu":1472,"tunAddr":"198.18.2.0","tunnels":[["198.18.1.0/24","203.0.113.1"],["198.18.3.0/24","203.0.113.3"]]}');
+  assert.deepEqual(decodeSnapshot(text), snapshot);
+});
+
+test('a file that is not a snapshot is none: another version, a field out of range, one bad entry', () => {
+  const base = JSON.parse(encodeSnapshot(snapshot)) as Record<string, unknown>;
+  for (const bad of [
+    'not json', 'null', '[]',
+    { ...base, version: 2 }, { ...base, bind: '2001:db8::1' }, { ...base, bind: 'x' }, { ...base, tunAddr: undefined },
+    { ...base, port: 0 }, { ...base, port: 65536 }, { ...base, port: '8285' }, { ...base, mtu: 67 }, { ...base, mtu: 70000 },
+    { ...base, tunnels: 'none' }, { ...base, tunnels: [['198.18.1.0/24']] }, { ...base, tunnels: [['2001:db8::/64', '203.0.113.1']] }, { ...base, tunnels: [['198.18.1.0/24', '2001:db8::1']] },
+  ]) {
+    assert.equal(decodeSnapshot(typeof bad === 'string' ? bad : JSON.stringify(bad)), undefined, JSON.stringify(bad));
+  }
+  assert.deepEqual(decodeSnapshot(JSON.stringify({ ...base, port: 65535, mtu: 68, tunnels: [] }))?.tunnels, [], 'the bounds themselves are fine');
+});
