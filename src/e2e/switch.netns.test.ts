@@ -53,3 +53,48 @@ test('vxlan switched to host-gw: flannel.1 and its routes go, pods reach each ot
   assert.equal(await cluster.subnetEnv(n1), undefined, 'the subnet file is gone');
   assert.equal(await cleanup(), '', 'a second run finds nothing to remove');
 });
+
+test('EnableIPv6 turned on keeps every node\'s IPv4 subnet and pods reach each other over both families; off again, flannel-v6.1 goes and IPv4 stays', { skip, timeout: 240_000 }, async (t) => {
+  const v4 = '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}';
+  const dual = '{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}';
+  const cluster = await Cluster.create({ nodes: 2, config: v4, ipv6: true });
+  t.after(async () => {
+    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
+    await cluster.destroy();
+  });
+  const restartAll = async (config: string, ups: number): Promise<void> => {
+    for (const n of cluster.nodes) await cluster.stopAgent(n, 'SIGTERM');
+    await cluster.etcd('put', '/coreos.com/network/config', config);
+    for (const n of cluster.nodes) cluster.startAgent(n);
+    await wait('every agent is up', () => cluster.nodes.every((n) => n.log.split('weft agent is up').length === ups + 1));
+  };
+  for (const n of cluster.nodes) cluster.startAgent(n);
+  await wait('every agent is up', () => cluster.nodes.every((n) => n.log.includes('weft agent is up')));
+  const before = await Promise.all(cluster.nodes.map(async (n) => (await cluster.subnetEnv(n))!.subnet!.ip.value));
+
+  await restartAll(dual, 2);
+  const after = await Promise.all(cluster.nodes.map(async (n) => cluster.subnetEnv(n)));
+  assert.deepEqual(after.map((e) => e!.subnet!.ip.value), before, 'the IPv4 subnets are kept');
+  assert.ok(after.every((e) => e!.ipv6Subnet), 'and each node got an IPv6 one');
+  assert.equal((await cluster.leases()).length, 2, 'the IPv4-only keys are gone: one lease per node');
+  for (const n of cluster.nodes) await cluster.addPod(n);
+  await assertFullMesh(cluster);
+
+  await restartAll(v4, 3);
+  for (const n of cluster.nodes) assert.deepEqual(await links(n), ['flannel.1'], `${n.name}: flannel-v6.1 is gone`);
+  assert.deepEqual(await Promise.all(cluster.nodes.map(async (n) => (await cluster.subnetEnv(n))!.subnet!.ip.value)), before, 'IPv4 kept again');
+});
+
+test('an agent given another node\'s --public-ip, on a host without that address, exits 2 naming the lease; the owner keeps it', { skip, timeout: 180_000 }, async (t) => {
+  const cluster = await Cluster.create({ nodes: 2, config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}' });
+  t.after(() => cluster.destroy());
+  const [n1, n2] = cluster.nodes as [ClusterNode, ClusterNode];
+  cluster.startAgent(n1);
+  await wait('node1 is up', () => n1.log.includes('weft agent is up'));
+  const lease = (await cluster.leases())[0]!;
+  const copied = cluster.startAgent(n2, [`--public-ip=${n1.ip}`]);
+  const code = await new Promise<number | null>((resolve) => copied.once('exit', resolve));
+  assert.equal(code, 2);
+  assert.match(n2.log, new RegExp(`carries this node's public IP ${n1.ip.replace(/\./g, '\\.')}, which is not an address of this host`));
+  assert.deepEqual(await cluster.leases(), [lease], 'node1\'s lease is untouched');
+});
