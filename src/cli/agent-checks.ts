@@ -28,6 +28,5 @@ export function agentFlagProblem(flags: AgentFlags): string | undefined {
     if (value !== '' && tryParseIp(value)?.family !== family) return `--${flag} must be an IPv${family} address: ${JSON.stringify(value)}`;
   }
   if (flags['log-format'] !== 'json' && flags['log-format'] !== 'text') return `--log-format must be json or text: ${JSON.stringify(flags['log-format'])}`;
-  if (flags['ip-blackhole-route']) return '--ip-blackhole-route is not available in this version of weft';
   return undefined;
 }

@@ -14,7 +14,8 @@ import { FdHandover } from '../core/handover.js';
 import { startUdpFromSnapshot } from '../backend/udp/udp-early.js';
 import { type Logger, createLogger } from '../core/log.js';
 import type { NetworkConfig } from '../config/network-config.js';
-import { formatCidr } from '../ip/cidr.js';
+import { type Cidr, formatCidr } from '../ip/cidr.js';
+import { BlackholeRoutes } from '../backend/blackhole-route.js';
 import { formatIp } from '../ip/ip.js';
 import { type Lease, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../lease/lease.js';
 import type { Network } from '../backend/backend.js';
@@ -229,6 +230,15 @@ class Agent {
 
       tasks.push(guard(network.run(manager.watchLeases(scope), scope), 'backend'));
       tasks.push(guard(traffic.run(scope), `${traffic.mode} resync`));
+      if (flags['ip-blackhole-route']) {
+        const blackhole = new BlackholeRoutes({
+          netlink: nl,
+          log: log.child({ component: 'blackhole' }),
+          clock: this.#clock,
+          subnets: () => [this.#lease?.subnet.ipv4, this.#lease?.subnet.ipv6].filter((c): c is Cidr => c !== undefined),
+        });
+        tasks.push(guard(blackhole.run(flags['iptables-resync'] * 1000, scope), 'blackhole routes'));
+      }
       tasks.push(guard(this.#holdLease(network, traffic, scope), 'lease keeper'));
       tasks.push(guard(this.#checkLease(scope), 'health check'));
       await notifyReady(this.#o.env, log);

@@ -176,6 +176,8 @@ export interface Netlink {
   /** Routes of the main table. */
   routes(family: Family): Promise<RouteInfo[]>;
   replaceRoute(route: RouteSpec): Promise<void>;
+  /** Adds the route only where none has its destination: EEXIST (WEFT_ERR_KERNEL) otherwise, and nothing is replaced. */
+  addRoute(route: RouteSpec): Promise<void>;
   deleteRoute(route: RouteSpec): Promise<void>;
   /** The route the kernel would use to reach `ip` (`ip route get`). */
   routeGet(ip: IpAddr): Promise<RouteInfo | undefined>;

@@ -205,6 +205,11 @@ export class RtNetlink implements Netlink {
     await request(`replace route ${cidrText(route.dst)}`, () => this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout }));
   }
 
+  async addRoute(route: RouteSpec): Promise<void> {
+    const [data, attrs] = this.#routeRequest(route);
+    await request(`add route ${cidrText(route.dst)}`, () => this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_EXCL, timeout }));
+  }
+
   async deleteRoute(route: RouteSpec): Promise<void> {
     const [data, attrs] = this.#routeRequest(route);
     await removal(`delete route ${cidrText(route.dst)}`, () => this.#sock.delRoute(data, attrs, { timeout }));

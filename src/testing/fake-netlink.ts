@@ -128,6 +128,11 @@ export class FakeNetlink implements Netlink {
     this.#notify({ kind: 'route', deleted: false, entry });
   }
 
+  async addRoute(route: RouteSpec): Promise<void> {
+    if (this.routeTable.has(routeId(route.dst))) throw new KernelError(`add route ${routeId(route.dst)}`, 'EEXIST');
+    await this.replaceRoute(route);
+  }
+
   async deleteRoute(route: RouteSpec): Promise<void> {
     this.#maybeFail('deleteRoute');
     this.writes.push(`deleteRoute ${routeId(route.dst)}`);

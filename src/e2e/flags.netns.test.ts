@@ -1,0 +1,32 @@
+/**
+ * flanneld flags end to end, where they change the node: a real agent in a namespace with a real
+ * etcd. Needs root (make test runs it).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Cluster, type ClusterNode } from '../testing/cluster.js';
+import { ipJson, netnsSkipReason, nsExec } from '../testing/netns.js';
+import { wait } from './cluster-scenarios.js';
+
+const skip = netnsSkipReason();
+
+test('--ip-blackhole-route: a blackhole route for each of the node\'s subnets, put back after one resync period when deleted', { skip, timeout: 120_000 }, async (t) => {
+  const cluster = await Cluster.create({ nodes: 1, ipv6: true, config: '{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}' });
+  t.after(() => cluster.destroy());
+  const [n1] = cluster.nodes as [ClusterNode];
+  cluster.startAgent(n1, ['--ip-blackhole-route']);
+  await wait('the agent is up', () => n1.log.includes('weft agent is up'));
+  const env = (await cluster.subnetEnv(n1))!;
+  const blackholes = async (): Promise<string[]> => {
+    const out: string[] = [];
+    for (const family of ['-4', '-6']) out.push(...(await ipJson<Array<{ dst: string }>>(n1.ns, [family, 'route', 'show', 'type', 'blackhole'])).map((r) => r.dst));
+    return out.sort();
+  };
+  const want = [`${env.subnet!.ip.value >> 24n}.${(env.subnet!.ip.value >> 16n) & 255n}.${(env.subnet!.ip.value >> 8n) & 255n}.0/24`];
+  await wait('both blackhole routes are there', async () => (await blackholes()).length === 2);
+  const routes = await blackholes();
+  assert.ok(routes.includes(want[0]!), `${routes.join(' ')} holds ${want[0]}`);
+  assert.ok(routes.some((r) => r.startsWith('2001:db8:1800:')), 'and the IPv6 subnet\'s');
+  await nsExec(n1.ns, 'ip', ['route', 'del', 'blackhole', want[0]!]);
+  await wait('the IPv4 blackhole route is back', async () => (await blackholes()).includes(want[0]!));
+});
