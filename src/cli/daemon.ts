@@ -8,7 +8,8 @@
  * network, the lease, the registry's last word on it); everything else is derived from that:
  * the health verdict (health/health-verdict.ts) and the status report (status-report.ts).
  */
-import { ErrorCodes, errorMessage, isWeftError } from '../core/errors.js';
+import { existsSync } from 'node:fs';
+import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { FdHandover } from '../core/handover.js';
 import { startUdpFromSnapshot } from '../backend/udp/udp-early.js';
@@ -38,6 +39,7 @@ import { type FlagValues, parseFlags, usage } from './flags.js';
 import { agentFlags } from './options.js';
 import { selectExternalInterface } from './external-iface.js';
 import { agentFlagProblem } from './agent-checks.js';
+import { brNetfilterProblem } from './br-netfilter.js';
 import { takeAgentLock } from './agent-lock.js';
 import { leftoverDevices } from '../backend/leftovers.js';
 import { etcdMode, shownEtcdEndpoints } from './etcd-mode.js';
@@ -169,6 +171,8 @@ class Agent {
       if (flags['healthz-port'] > 0) tasks.push((await this.#serveHealth(scope)).closed);
       const config = await manager.getNetworkConfig(scope);
       this.#config = config;
+      const noBridgeFilter = brNetfilterProblem(config, existsSync);
+      if (noBridgeFilter) throw new WeftError(ErrorCodes.CONFIG, noBridgeFilter);
       const overrides = await registry.publicIpOverrides(scope);
       const publicIps = { publicIp: flags['public-ip'], publicIpv6: flags['public-ipv6'] };
       for (const key of ['publicIp', 'publicIpv6'] as const) {

@@ -22,6 +22,7 @@ const healthy: HostFacts = {
   rpFilter: [{ device: 'flannel.1', value: 2 }, { device: 'cni0', value: 0 }],
   devices: [{ name: 'flannel.1', mtu: 1450, kind: 'vxlan' }, { name: 'cni0', mtu: 1450, kind: 'bridge' }, { name: 'veth1', mtu: 1450, kind: 'veth', master: 'cni0' }],
   bridgeAddresses: ['198.18.1.1/24'],
+  bridgeNfCall: { 4: 1, 6: 1 },
   subnetEnv: { subnets: ['198.18.1.0/24'], mtu: 1450 },
   status,
   clusterRoutes: ['198.18.2.0/24', '198.18.3.0/24'],
@@ -37,7 +38,7 @@ const verdict = (facts: HostFacts, check: string) => runChecks(facts).find((v) =
 test('a healthy node passes every check', () => {
   const verdicts = runChecks(healthy);
   assert.deepEqual(verdicts.filter((v) => v.result !== 'ok').map((v) => v.check), []);
-  assert.equal(verdicts.length, 12);
+  assert.equal(verdicts.length, 13);
 });
 
 test('udp: peers are in the forwarder\'s table, not routes; a route beside flannel0\'s own is stale', () => {
@@ -108,4 +109,18 @@ test('cni0 with another subnet\'s gateway fails with flannel\'s error and the fi
   // No agent: the subnet file says which subnet.
   const { status: _t, ...fileOnly } = healthy;
   assert.equal(verdict({ ...fileOnly, bridgeAddresses: ['198.18.7.1/24'] }, 'cni0 address').result, 'fail');
+});
+
+test('br_netfilter: not loaded fails with modprobe, off fails with the sysctl, nftables mode skips; IPv6 only when the node has an IPv6 subnet', () => {
+  const { bridgeNfCall: _b, ...unloaded } = healthy;
+  const missing = verdict(unloaded, 'br_netfilter');
+  assert.equal(missing.result, 'fail');
+  assert.match(missing.fix!, /modprobe br_netfilter/);
+  const off = verdict({ ...healthy, bridgeNfCall: { 4: 0, 6: 1 } }, 'br_netfilter');
+  assert.equal(off.result, 'fail');
+  assert.match(off.fix!, /sysctl -w net\.bridge\.bridge-nf-call-iptables=1/);
+  const { ip6Forward: _f, ...v4only } = healthy;
+  assert.equal(verdict({ ...v4only, bridgeNfCall: { 4: 1 } }, 'br_netfilter').result, 'ok', 'no IPv6 subnet: ip6tables not needed');
+  assert.equal(verdict({ ...healthy, bridgeNfCall: { 4: 1 } }, 'br_netfilter').result, 'fail', 'an IPv6 subnet needs it');
+  assert.equal(verdict({ ...unloaded, status: { ...status, trafficMode: 'nftables' } }, 'br_netfilter').result, 'skip');
 });

@@ -30,6 +30,8 @@ export interface HostFacts {
   /** Effective rp_filter per flannel device and bridge: max(conf/all, conf/<dev>). */
   readonly rpFilter: ReadonlyArray<{ readonly device: string; readonly value: number }>;
   readonly devices: readonly DeviceFact[];
+  /** `net.bridge.bridge-nf-call-iptables` / `-ip6tables`: undefined when br_netfilter is not loaded. */
+  readonly bridgeNfCall?: { readonly 4?: number; readonly 6?: number };
   /** cni0's global addresses (`198.18.5.1/24`), when the bridge exists. */
   readonly bridgeAddresses?: readonly string[];
   /** The subnet file, as the CNI plugin reads it. */
@@ -86,6 +88,7 @@ export function runChecks(f: HostFacts): Verdict[] {
   out.push(mtuCheck(f));
   out.push(subnetFileCheck(f));
   out.push(bridgeAddressCheck(f));
+  out.push(brNetfilterCheck(f));
   out.push(staleRoutesCheck(f));
   out.push(duplicatePublicIpCheck(f));
   out.push(vxlanProbeCheck(f));
@@ -143,6 +146,25 @@ function bridgeAddressCheck(f: HostFacts): Verdict {
     `cni0 has ${wrong.join(', ')}, not the gateway of this node's subnet (${gateways.join(', ')}): every new pod fails with "cni0 already has an IP address different from ..."`,
     'the node moved to another subnet while cni0 kept the old one: ip link delete cni0, then recreate this node\'s pods (they hold addresses of the old subnet)',
   );
+}
+
+/**
+ * flanneld 0.28 refuses to start in iptables mode without br_netfilter; with it loaded but off,
+ * pods on one node reach each other through cni0 without iptables, and Services break for them.
+ */
+function brNetfilterCheck(f: HostFacts): Verdict {
+  if (f.status?.trafficMode === 'nftables') return skip('br_netfilter', 'nftables mode: flannel does not need it');
+  const families: Array<4 | 6> = [4, ...(f.ip6Forward !== undefined ? [6 as const] : [])];
+  const missing = families.filter((fam) => f.bridgeNfCall?.[fam] === undefined);
+  if (missing.length > 0) {
+    return fail('br_netfilter', `br_netfilter is not loaded (no net.bridge.bridge-nf-call-${missing.map((m) => (m === 4 ? 'iptables' : 'ip6tables')).join(', -')}): flanneld refuses to start, and Services break for pods on one node`, 'modprobe br_netfilter, and list it in /etc/modules-load.d');
+  }
+  const off = families.filter((fam) => f.bridgeNfCall?.[fam] !== 1);
+  if (off.length > 0) {
+    const names = off.map((m) => `net.bridge.bridge-nf-call-${m === 4 ? 'iptables' : 'ip6tables'}`);
+    return fail('br_netfilter', `${names.join(', ')} is 0: traffic between pods of this node skips iptables, and Services break for them`, `sysctl -w ${names.map((n) => `${n}=1`).join(' ')} (and persist it in /etc/sysctl.d)`);
+  }
+  return ok('br_netfilter', 'loaded, and bridged traffic goes through iptables');
 }
 
 /** Routes into the cluster network that no programmed peer backs (flannel #2554). */

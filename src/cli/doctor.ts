@@ -113,7 +113,10 @@ async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
   const legacyRules = ruleLines(await run('iptables-legacy-save', [])) + ruleLines(await run('ip6tables-legacy-save', []));
   const nftRules = ruleLines(await run('iptables-nft-save', [])) + ruleLines(await run('ip6tables-nft-save', []));
   const ip6Forward = env?.ipv6Subnet ? (await sysctl('net/ipv6/conf/all/forwarding')) === 1 : undefined;
+  const nf4 = await sysctl('net/bridge/bridge-nf-call-iptables');
+  const nf6 = await sysctl('net/bridge/bridge-nf-call-ip6tables');
   return {
+    bridgeNfCall: { ...(nf4 !== undefined ? { 4: nf4 } : {}), ...(nf6 !== undefined ? { 6: nf6 } : {}) },
     ipForward: (await sysctl('net/ipv4/ip_forward')) === 1,
     ...(ip6Forward !== undefined ? { ip6Forward } : {}),
     forwardPolicyDrop,
