@@ -32,7 +32,7 @@ import type { TrafficManager } from '../traffic/traffic-manager.js';
 import { startHealthServer } from '../health/health-server.js';
 import { type HealthInput, healthVerdict } from '../health/health-verdict.js';
 import { Metrics } from '../health/metrics.js';
-import { publish } from '../core/events.js';
+import { publish, subscribe } from '../core/events.js';
 import { version } from '../core/version.js';
 import type { StatusReport } from './status-report.js';
 import { type FlagValues, parseFlags, usage } from './flags.js';
@@ -49,6 +49,9 @@ import type { Io } from './io.js';
 import { notifyReady } from './sd-notify.js';
 
 type AgentFlags = FlagValues<typeof agentFlags>;
+
+/** The reconciler's periodic pass (reconciler.ts' default): liveness allows three of them. */
+const reconcilePeriodMs = 60_000;
 
 /** flannel's WireGuard key file, unless WIREGUARD_KEY_FILE names another. */
 const defaultKeyFile = '/run/flannel/wgkey';
@@ -120,6 +123,8 @@ class Agent {
   #lease: Lease | undefined;
   #ready = false;
   #check: LeaseCheckState = { held: false, confirmedAt: 0, problem: 'starting' };
+  /** When the reconciler last finished a full pass: liveness, once the backend runs. */
+  #lastPass: number | undefined;
 
   constructor(options: AgentOptions) {
     this.#o = options;
@@ -232,6 +237,10 @@ class Agent {
       this.#ready = true;
       log.info({ subnet: formatSubnetPair(lease.subnet), backend: config.backend.type, mtu: network.mtu }, 'weft agent is up');
 
+      // Liveness: the reconciler's passes (the first, every periodic one, every repair).
+      this.#lastPass = this.#clock.now();
+      const offPass = subscribe('reconcile', () => (this.#lastPass = this.#clock.now()));
+      scope.addEventListener('abort', offPass, { once: true });
       tasks.push(guard(network.run(manager.watchLeases(scope), scope), 'backend'));
       tasks.push(guard(traffic.run(scope), `${traffic.mode} resync`));
       if (flags['ip-blackhole-route']) {
@@ -340,6 +349,7 @@ class Agent {
       held: this.#check.held,
       problem: this.#check.problem,
       checkMs: this.#checkMs,
+      ...(this.#lastPass !== undefined ? { lastPass: this.#lastPass, passMs: reconcilePeriodMs } : {}),
     };
     return healthVerdict(input);
   }

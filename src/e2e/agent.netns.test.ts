@@ -179,18 +179,21 @@ test('vxlan with DirectRouting uses a plain route to a peer on the same subnet',
   await assertFullMesh(cluster);
 });
 
-test('/healthz tells the truth: 200 while the lease is held and the registry answers, 503 with a reason otherwise', { skip, timeout: 180_000 }, async (t) => {
+test('/readyz/registry tells the truth: 200 while the lease is held and the registry answers, 503 with a reason otherwise; /healthz and /readyz stay 200 through the outage', { skip, timeout: 180_000 }, async (t) => {
   const cluster = await startCluster(t, { backend: 'host-gw', config: '{"Network":"198.18.0.0/16","Backend":{"Type":"host-gw"}}' }, 1);
   const node = cluster.nodes[0]!;
   await cluster.stopAgent(node);
   cluster.startAgent(node, ['--healthz-ip=127.0.0.1', '--healthz-port=8471', '--registry-check-interval=1']);
-  const state = async (): Promise<{ status: number; body: Record<string, unknown> }> => cluster.health(node, 8471).catch(() => ({ status: 0, body: {} }));
+  const state = async (): Promise<{ status: number; body: Record<string, unknown> }> => cluster.health(node, 8471, '/readyz/registry').catch(() => ({ status: 0, body: {} }));
   await wait('healthy', async () => (await state()).status === 200);
   assert.equal((await cluster.health(node, 8471, '/readyz')).status, 200);
   assert.equal((await state()).body['healthy'], true);
   await cluster.stopEtcd();
   await wait('unhealthy without the registry', async () => (await state()).status === 503);
   assert.match(String((await state()).body['reason']), /registry unreachable/);
+  // A registry outage is no reason to restart the agent, nor to take the node out of service.
+  assert.deepEqual(await cluster.health(node, 8471, '/healthz'), { status: 200, body: { live: true, reason: '' } });
+  assert.equal((await cluster.health(node, 8471, '/readyz')).status, 200);
   await cluster.startEtcd();
   await wait('healthy again', async () => (await state()).status === 200);
   assert.equal((await cluster.health(node, 8471, '/nope')).status, 404);

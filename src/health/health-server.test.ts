@@ -4,19 +4,36 @@ import assert from 'node:assert/strict';
 import { recordingLogger } from '../testing/recording-logger.js';
 import { type HealthState, startHealthServer } from './health-server.js';
 
-test('/healthz and /readyz answer from the state; other paths 404', async () => {
-  let state: HealthState = { healthy: false, reason: 'no lease yet', ready: false };
+test('/healthz is liveness, /readyz flannel\'s readiness, /readyz/registry the registry\'s check; flanneld\'s texts, JSON on request, ?verbose lists every check', async () => {
+  let state: HealthState = { healthy: false, reason: 'no lease yet', ready: false, live: true, liveReason: '' };
   const ctl = new AbortController();
   const { port, closed } = await startHealthServer({ host: '127.0.0.1', port: 0, log: recordingLogger(), state: () => state }, ctl.signal);
   const get = async (path: string) => {
-    const r = await fetch(`http://127.0.0.1:${port}${path}`);
+    const r = await fetch(`http://127.0.0.1:${port}${path}`, { headers: { accept: 'application/json' } });
     return { status: r.status, body: (await r.json()) as Record<string, unknown> };
   };
-  assert.deepEqual(await get('/healthz'), { status: 503, body: { healthy: false, reason: 'no lease yet' } });
-  assert.equal((await get('/readyz')).status, 503);
-  state = { healthy: true, reason: 'lease held', ready: true, details: { subnet: '198.18.5.0/24' } };
-  assert.deepEqual(await get('/healthz'), { status: 200, body: { healthy: true, reason: 'lease held', subnet: '198.18.5.0/24' } });
-  assert.equal((await get('/readyz')).status, 200);
+  const text = async (path: string) => {
+    const r = await fetch(`http://127.0.0.1:${port}${path}`);
+    return `${r.status} ${await r.text()}`;
+  };
+  assert.equal(await text('/healthz'), '200 flanneld is running', 'live before the registry ever answered');
+  assert.equal(await text('/readyz'), '503 flanneld is not ready yet');
+  assert.deepEqual(await get('/readyz/registry'), { status: 503, body: { healthy: false, reason: 'no lease yet' } });
+  assert.equal(await text('/readyz/registry'), '503 registry failed: no lease yet');
+  state = { healthy: true, reason: 'lease held', ready: true, details: { subnet: '198.18.5.0/24' }, live: true, liveReason: '' };
+  assert.deepEqual(await get('/readyz/registry'), { status: 200, body: { healthy: true, reason: 'lease held', subnet: '198.18.5.0/24' } });
+  assert.equal(await text('/readyz'), '200 flanneld is ready');
+  assert.deepEqual(await get('/readyz'), { status: 200, body: { ready: true } });
+  // The registry away: ready and live all the same; its own check says so.
+  state = { ...state, healthy: false, reason: 'registry unreachable' };
+  assert.equal(await text('/readyz'), '200 flanneld is ready');
+  assert.equal(await text('/healthz'), '200 flanneld is running');
+  assert.equal((await get('/readyz/registry')).status, 503);
+  assert.equal(await text('/readyz?verbose'), '200 [+]live ok\n[+]rules-and-subnet-file ok\n[-]registry failed: registry unreachable (not part of /readyz: the data plane works without it)\n');
+  // A stuck loop: not live.
+  state = { ...state, live: false, liveReason: 'the reconciler has not made a pass for 200 s' };
+  assert.equal(await text('/healthz'), '503 flanneld is not running: the reconciler has not made a pass for 200 s');
+  assert.deepEqual(await get('/healthz'), { status: 503, body: { live: false, reason: 'the reconciler has not made a pass for 200 s' } });
   assert.equal((await get('/metrics-or-anything')).status, 404);
   ctl.abort();
   await closed;
@@ -24,7 +41,7 @@ test('/healthz and /readyz answer from the state; other paths 404', async () => 
 
 test('told to stop while it starts to listen, it still closes (no hang until a second SIGTERM)', async () => {
   const ctl = new AbortController();
-  const starting = startHealthServer({ host: '127.0.0.1', port: 0, log: recordingLogger(), state: () => ({ healthy: true, reason: '', ready: true }) }, ctl.signal);
+  const starting = startHealthServer({ host: '127.0.0.1', port: 0, log: recordingLogger(), state: () => ({ healthy: true, reason: '', ready: true, live: true, liveReason: '' }) }, ctl.signal);
   ctl.abort();
   const { port, closed } = await starting;
   await closed;
@@ -34,7 +51,7 @@ test('told to stop while it starts to listen, it still closes (no hang until a s
 test('only GET and HEAD are answered; /status and /metrics reach clients on this host, HEAD without a body', async () => {
   const ctl = new AbortController();
   const { port, closed } = await startHealthServer(
-    { host: '127.0.0.1', port: 0, log: recordingLogger(), state: () => ({ healthy: true, reason: '', ready: true }), status: () => ({ peers: [] }), metrics: () => 'weft_x 1\n' },
+    { host: '127.0.0.1', port: 0, log: recordingLogger(), state: () => ({ healthy: true, reason: '', ready: true, live: true, liveReason: '' }), status: () => ({ peers: [] }), metrics: () => 'weft_x 1\n' },
     ctl.signal,
   );
   const url = `http://127.0.0.1:${port}`;

@@ -1,20 +1,32 @@
 /**
- * /healthz and /readyz. Unlike flanneld's constant 200, /healthz answers 200 only while the
- * agent's own check passes (it holds a valid lease and reached the registry recently), else 503
- * with a short JSON reason. /readyz is 200 once the subnet file is written. /metrics serves the
- * Prometheus text and /status what `weft status` prints, when the agent gives them: to clients on
- * this host only, unless the operator chose the address to listen on (flanneld's default,
- * 0.0.0.0, would otherwise hand the node's peers and registry to anyone who can reach it).
- * Only GET and HEAD are answered.
+ * The health endpoints, with flanneld's meanings and bodies (spec §9.4) and weft's checks beside
+ * them, named as kube-apiserver names its own:
+ * - `/healthz` is liveness: the process answers and its loops turn (a reconciler that has not
+ *   passed for its deadline fails it). A registry outage is not a reason to restart an agent
+ *   whose data plane works: flanneld's `/healthz` is always 200, and weft's liveness probe must
+ *   not turn an etcd or API server outage into a crash loop of every agent.
+ * - `/readyz` is flannel 0.28's: ready once the rules and the subnet file are in place.
+ * - `/readyz/registry` is the registry's check on its own: this node's lease held and confirmed
+ *   within three check intervals (health-verdict.ts). It is left out of `/readyz`'s verdict, as
+ *   the data plane works without the registry; `?verbose` on either lists every check.
+ * Bodies are flanneld's texts, or JSON with the reasons when the client accepts
+ * `application/json`. `/metrics` (Prometheus) and `/status` (what `weft status` prints) answer
+ * clients on this host only, unless the operator chose the address to listen on (flanneld's
+ * default, 0.0.0.0, would otherwise hand the node's peers and registry to anyone who can reach
+ * it). Only GET and HEAD are answered.
  */
 import type * as Http from 'node:http';
 import type { Logger } from '../core/log.js';
 
 export interface HealthState {
+  /** The registry's check (`/readyz/registry`). */
   readonly healthy: boolean;
   readonly reason: string;
   readonly ready: boolean;
   readonly details?: Record<string, unknown>;
+  /** Liveness (`/healthz`), and why not. */
+  readonly live: boolean;
+  readonly liveReason: string;
 }
 
 export interface HealthServerOptions {
@@ -41,12 +53,35 @@ export async function startHealthServer(options: HealthServerOptions, signal: Ab
       res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
       res.end(req.method === 'HEAD' ? undefined : text);
     };
-    const path = (req.url ?? '/').split('?')[0];
+    const [path, query = ''] = (req.url ?? '/').split('?');
+    const json = /application\/json/.test(req.headers.accept ?? '');
+    const verbose = new URLSearchParams(query).has('verbose');
+    const text = (status: number, body: string): void => {
+      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    const checks = (): string =>
+      [
+        `[${state.live ? '+' : '-'}]live ${state.live ? 'ok' : `failed: ${state.liveReason}`}`,
+        `[${state.ready ? '+' : '-'}]rules-and-subnet-file ${state.ready ? 'ok' : 'not yet'}`,
+        `[${state.healthy ? '+' : '-'}]registry ${state.healthy ? 'ok' : `failed: ${state.reason}`} (not part of /readyz: the data plane works without it)`,
+      ].join('\n') + '\n';
     if (req.method !== 'GET' && req.method !== 'HEAD') send(405, { error: 'only GET and HEAD' }, { allow: 'GET, HEAD' });
     else if ((path === '/metrics' || path === '/status') && options.detailsFrom !== 'anywhere' && !isLoopback(req.socket.remoteAddress)) {
       send(403, { error: `${path} is served to this host only; give --healthz-ip to serve it on that address` });
-    } else if (path === '/healthz') send(state.healthy ? 200 : 503, { healthy: state.healthy, reason: state.reason, ...(state.details ?? {}) });
-    else if (path === '/readyz') send(state.ready ? 200 : 503, { ready: state.ready });
+    } else if (path === '/healthz') {
+      const status = state.live ? 200 : 503;
+      if (json) send(status, { live: state.live, reason: state.liveReason });
+      else text(status, verbose ? checks() : state.live ? 'flanneld is running' : `flanneld is not running: ${state.liveReason}`);
+    } else if (path === '/readyz') {
+      const status = state.ready ? 200 : 503;
+      if (json) send(status, { ready: state.ready });
+      else text(status, verbose ? checks() : state.ready ? 'flanneld is ready' : 'flanneld is not ready yet');
+    } else if (path === '/readyz/registry') {
+      const status = state.healthy ? 200 : 503;
+      if (json) send(status, { healthy: state.healthy, reason: state.reason, ...(state.details ?? {}) });
+      else text(status, state.healthy ? `registry ok: ${state.reason}` : `registry failed: ${state.reason}`);
+    }
     else if (path === '/metrics' && options.metrics) {
       const text = options.metrics();
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });

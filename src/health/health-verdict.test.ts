@@ -6,7 +6,7 @@ const now = 1_000_000;
 const base = { now, subnet: '198.18.5.0/24', ready: true, lastContact: now - 1000, held: true, problem: '', checkMs: 10_000 };
 
 test('healthy while the lease is held and the registry confirmed it within three check intervals', () => {
-  assert.deepEqual(healthVerdict(base), { healthy: true, reason: 'lease held', ready: true, details: { subnet: '198.18.5.0/24', lastRegistryContactMs: 1000 } });
+  assert.deepEqual(healthVerdict(base), { healthy: true, reason: 'lease held', ready: true, details: { subnet: '198.18.5.0/24', lastRegistryContactMs: 1000 }, live: true, liveReason: '' });
 });
 
 test('one or two missed checks are a blip; a third makes it unhealthy, with the last problem as the reason', () => {
@@ -32,4 +32,14 @@ test('unhealthy before the first lease, when the registry never answered, and wh
 test('readiness is reported as given, healthy or not', () => {
   assert.equal(healthVerdict({ ...base, ready: false }).ready, false);
   assert.equal(healthVerdict({ ...base, held: false, ready: true }).ready, true);
+});
+
+test('live while the reconciler makes its passes; not live after three periods without one; live before the backend runs', () => {
+  const base = { now: 1_000_000, subnet: '198.18.1.0/24', ready: true, lastContact: 1_000_000, held: true, problem: '', checkMs: 10_000 };
+  assert.equal(healthVerdict(base).live, true, 'no backend yet: nothing to judge');
+  assert.equal(healthVerdict({ ...base, lastPass: 1_000_000 - 180_000, passMs: 60_000 }).live, true, 'three periods exactly');
+  const stuck = healthVerdict({ ...base, lastPass: 1_000_000 - 180_001, passMs: 60_000 });
+  assert.equal(stuck.live, false);
+  assert.match(stuck.liveReason, /has not made a pass for 180 s \(it makes one every 60 s\)/);
+  assert.equal(healthVerdict({ ...base, lastContact: 0, lastPass: 1_000_000, passMs: 60_000 }).live, true, 'the registry has no say in liveness');
 });

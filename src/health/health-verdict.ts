@@ -1,6 +1,7 @@
 /**
  * Whether the agent is healthy, as a pure function of what it knows: a lease, the registry's last
- * answer about it, and when that came. `/healthz` serves it, `weft status` and the metrics show it.
+ * answer about it, and when that came (`/readyz/registry`, `weft status`, the metrics); and
+ * whether it is live, from when its reconciler last made a pass (`/healthz`).
  *
  * Unhealthy: before the first lease; when the registry said it does not hold this node's lease as
  * published; when the registry has not confirmed it for more than three check intervals (one
@@ -22,6 +23,21 @@ export interface HealthInput {
   readonly problem: string;
   /** How often the registry is asked. */
   readonly checkMs: number;
+  /** When the reconciler last finished a full pass (ms since the epoch), once the backend runs. */
+  readonly lastPass?: number;
+  /** How often it makes one when nothing happens (its periodic pass). */
+  readonly passMs?: number;
+}
+
+/** How many periods without a full pass make the agent not live: its loop is stuck. */
+export const missedPasses = 3;
+
+/** Liveness: the reconciler's loop turns (checked once the backend runs). */
+function liveness(input: HealthInput): { live: boolean; liveReason: string } {
+  if (input.lastPass === undefined || input.passMs === undefined) return { live: true, liveReason: '' };
+  const idle = input.now - input.lastPass;
+  if (idle <= missedPasses * input.passMs) return { live: true, liveReason: '' };
+  return { live: false, liveReason: `the reconciler has not made a pass for ${Math.round(idle / 1000)} s (it makes one every ${Math.round(input.passMs / 1000)} s)` };
 }
 
 /** How many check intervals without the registry's word make the agent unhealthy. */
@@ -30,7 +46,8 @@ export const missedChecks = 3;
 export function healthVerdict(input: HealthInput): HealthState {
   const age = input.lastContact > 0 ? input.now - input.lastContact : Infinity;
   const details = { subnet: input.subnet ?? null, lastRegistryContactMs: Number.isFinite(age) ? age : null };
-  const verdict = (healthy: boolean, reason: string): HealthState => ({ healthy, reason, ready: input.ready, details });
+  const live = liveness(input);
+  const verdict = (healthy: boolean, reason: string): HealthState => ({ healthy, reason, ready: input.ready, details, ...live });
   if (input.subnet === undefined) return verdict(false, 'no lease yet');
   if (age > missedChecks * input.checkMs) return verdict(false, input.problem || 'no recent registry contact');
   if (!input.held) return verdict(false, input.problem || 'the registry does not hold this node\'s lease');

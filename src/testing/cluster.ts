@@ -337,7 +337,7 @@ export class Cluster {
 
   /** GET a path of the node agent's health server (on 127.0.0.1 inside the node's namespace). */
   async health(node: ClusterNode, port: number, path = '/healthz'): Promise<{ status: number; body: Record<string, unknown> }> {
-    const script = `const r = await fetch('http://127.0.0.1:${port}${path}'); process.stdout.write(JSON.stringify({ status: r.status, body: await r.json() }));`;
+    const script = `const r = await fetch('http://127.0.0.1:${port}${path}', { headers: { accept: 'application/json' } }); process.stdout.write(JSON.stringify({ status: r.status, body: await r.json() }));`;
     return JSON.parse(await nsExec(node.ns, process.execPath, ['--input-type=module', '-e', script])) as { status: number; body: Record<string, unknown> };
   }
 
