@@ -22,11 +22,17 @@ export function agentFlagProblem(flags: AgentFlags): string | undefined {
   }
   const port = flags['healthz-port'];
   if (port < 0 || port > 65535) return `--healthz-port must be a port from 0 (off) to 65535: ${port}`;
-  if (port > 0 && !tryParseIp(flags['healthz-ip'])) return `--healthz-ip must be an IP address to listen on: ${JSON.stringify(flags['healthz-ip'])}`;
+  // As Go's net.Listen, flanneld's takes a host name too (resolved when the server starts).
+  if (port > 0 && !tryParseIp(flags['healthz-ip']) && !isHostName(flags['healthz-ip'])) return `--healthz-ip must be an IP address or a host name to listen on: ${JSON.stringify(flags['healthz-ip'])}`;
   for (const [flag, family] of [['public-ip', 4], ['public-ipv6', 6]] as const) {
     const value = flags[flag];
     if (value !== '' && tryParseIp(value)?.family !== family) return `--${flag} must be an IPv${family} address: ${JSON.stringify(value)}`;
   }
   if (flags['log-format'] !== 'json' && flags['log-format'] !== 'text') return `--log-format must be json or text: ${JSON.stringify(flags['log-format'])}`;
   return undefined;
+}
+
+/** RFC 1123 host name syntax: dot-separated labels of letters, digits and inner hyphens. */
+function isHostName(name: string): boolean {
+  return name.length <= 253 && name.split('.').every((label) => /^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$/.test(label));
 }

@@ -67,16 +67,17 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
     return 0;
   }
   const flags = parsed.values;
-  if (parsed.positionals.length > 0) {
-    io.stderr(`weft agent: unexpected arguments: ${parsed.positionals.join(' ')}\n`);
-    return 2;
-  }
   const problem = agentFlagProblem(flags);
   if (problem) {
     io.stderr(`weft agent: ${problem}\n`);
     return 2;
   }
   const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' }, format: flags['log-format'] === 'text' ? 'text' : 'json' });
+  // As flanneld (Go's flag and coreos flagutil): what follows the first non-flag argument is not
+  // read, and a FLANNELD_* value that does not parse keeps the flag's default; both are said.
+  if (parsed.positionals.length > 0) log.warn({ ignored: parsed.positionals }, 'arguments after the first that is not a flag are not read, as flanneld does not read them');
+  for (const envProblem of parsed.envProblems) log.error({}, `Failed to set flag FLANNELD from env: ${envProblem}`);
+  if (flags.vmodule || flags['log_backtrace_at']) log.warn({}, '-vmodule and -log_backtrace_at are accepted for compatibility and ignored: weft logs by level only (-v)');
   try {
     // flanneld listens on 0.0.0.0 unless told otherwise; /status and /metrics go beyond this host
     // only when the operator chose the address.

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { envName, parseFlags, usage } from './flags.js';
+import { envName, goInt, parseFlags, usage } from './flags.js';
 import { agentFlags } from './options.js';
 import { isWeftError } from '../core/errors.js';
 
@@ -35,7 +35,6 @@ test('unknown flags and bad values are WEFT_ERR_CONFIG naming the flag', () => {
     [['--healthz-port', 'x'], {}, /invalid integer value "x" for -healthz-port/],
     [['--ip-masq=maybe'], {}, /invalid boolean value "maybe" for -ip-masq/],
     [['--public-ip'], {}, /needs an argument: -public-ip/],
-    [[], { FLANNELD_HEALTHZ_PORT: 'eighty' }, /FLANNELD_HEALTHZ_PORT/],
   ];
   for (const [argv, env, re] of cases) {
     assert.throws(() => parseFlags(agentFlags, argv, env), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && re.test(err.message), argv.join(' '));
@@ -47,4 +46,15 @@ test('help text comes from the same table', () => {
   for (const spec of agentFlags) assert.ok(text.includes(`--${spec.name}`), spec.name);
   assert.match(text, /\[FLANNELD_ETCD_ENDPOINTS\]/);
   assert.ok(parseFlags(agentFlags, ['-h'], {}).help);
+});
+
+test('integers as Go reads them; parsing stops at the first non-flag; a bad FLANNELD_* value keeps the default and is reported', () => {
+  for (const [text, want] of [['17', 17], ['-5', -5], ['+5', 5], ['0x1f', 31], ['0X1F', 31], ['017', 15], ['0o17', 15], ['0b101', 5], ['1_000', 1000], ['0x_1f', 31], ['0', 0]] as const) assert.equal(goInt(text), want, text);
+  for (const text of ['', 'x', '1e3', '1.5', '08', '0x', '_1', '1_', '1__0', '0b2', ' 1', '99999999999999999999']) assert.equal(goInt(text), undefined, text);
+  const f = parseFlags(agentFlags, ['--ip-masq', 'stray', '--iface=eth0'], { FLANNELD_HEALTHZ_PORT: 'eighty', FLANNELD_IPTABLES_RESYNC: '0x10' });
+  assert.deepEqual(f.positionals, ['stray', '--iface=eth0'], 'what follows the first non-flag is positional');
+  assert.deepEqual(f.values.iface, []);
+  assert.equal(f.values['healthz-port'], 0, 'the default kept');
+  assert.equal(f.values['iptables-resync'], 16);
+  assert.deepEqual(f.envProblems, ['invalid integer value "eighty" for FLANNELD_HEALTHZ_PORT; keeping the default, 0']);
 });

@@ -1,7 +1,10 @@
 /**
  * Go `flag` syntax, as flanneld parses it (spec §9.1): `-name` or `--name`, `--name=value` or
- * `--name value`, booleans as `--name` or `--name=false`. Flags not given on the command line
- * are then taken from `FLANNELD_<NAME>` (upper case, `-` → `_`) when that variable is non-empty.
+ * `--name value`, booleans as `--name` or `--name=false`, integers in Go's notations (`0x1f`,
+ * `017`, `0o17`, `0b101`, `1_000`); parsing stops at the first argument that is not a flag (what
+ * follows is positional, as in Go). Flags not given on the command line are then taken from
+ * `FLANNELD_<NAME>` (upper case, `-` → `_`) when that variable is non-empty; a value there that
+ * does not parse keeps the default and is reported, as flanneld's flagutil does, not fatal.
  * One table drives parsing, the environment mapping and the help text, so they cannot drift.
  */
 import { ErrorCodes, WeftError } from '../core/errors.js';
@@ -27,6 +30,8 @@ export interface ParsedFlags<T extends readonly FlagSpec[]> {
   readonly given: ReadonlySet<string>;
   readonly positionals: readonly string[];
   readonly help: boolean;
+  /** `FLANNELD_*` values that did not parse (their flags kept the default), for the caller to log. */
+  readonly envProblems: readonly string[];
 }
 
 export function envName(flag: string): string {
@@ -60,8 +65,8 @@ export function parseFlags<const T extends readonly FlagSpec[]>(
       break;
     }
     if (!arg.startsWith('-') || arg === '-') {
-      positionals.push(arg);
-      continue;
+      positionals.push(...argv.slice(i));
+      break;
     }
     const body = arg.replace(/^--?/, '');
     const eq = body.indexOf('=');
@@ -84,12 +89,18 @@ export function parseFlags<const T extends readonly FlagSpec[]>(
     set(spec, raw, `-${name}`);
     given.add(name);
   }
+  const envProblems: string[] = [];
   for (const spec of table) {
     if (given.has(spec.name) || spec.env === false) continue;
     const raw = env[envName(spec.name)];
-    if (raw !== undefined && raw !== '') set(spec, raw, envName(spec.name));
+    if (raw === undefined || raw === '') continue;
+    try {
+      set(spec, raw, envName(spec.name));
+    } catch (err) {
+      envProblems.push(`${(err as Error).message}; keeping the default, ${JSON.stringify(spec.default)}`);
+    }
   }
-  return { values: Object.freeze(Object.fromEntries(values)) as FlagValues<T>, given, positionals, help };
+  return { values: Object.freeze(Object.fromEntries(values)) as FlagValues<T>, given, positionals, help, envProblems };
 }
 
 function convert(spec: FlagSpec, raw: string, source: string): string | boolean | number {
@@ -100,12 +111,28 @@ function convert(spec: FlagSpec, raw: string, source: string): string | boolean 
       if (['0', 'f', 'false'].includes(v)) return false;
       throw new WeftError(ErrorCodes.CONFIG, `invalid boolean value ${JSON.stringify(raw)} for ${source}`);
     }
-    case 'int':
-      if (!/^-?[0-9]+$/.test(raw)) throw new WeftError(ErrorCodes.CONFIG, `invalid integer value ${JSON.stringify(raw)} for ${source}`);
-      return Number(raw);
+    case 'int': {
+      const n = goInt(raw);
+      if (n === undefined) throw new WeftError(ErrorCodes.CONFIG, `invalid integer value ${JSON.stringify(raw)} for ${source}`);
+      return n;
+    }
     default:
       return raw;
   }
+}
+
+/**
+ * An integer as Go's strconv.ParseInt(s, 0, 64) reads it: an optional sign, then decimal, `0x`
+ * hex, `0b` binary, `0o` or a leading `0` octal, with `_` between digits; undefined otherwise or
+ * beyond what a number holds exactly.
+ */
+export function goInt(raw: string): number | undefined {
+  const m = /^([+-]?)(0[xX](?:_?[0-9a-fA-F])+|0[bB](?:_?[01])+|0[oO](?:_?[0-7])+|0(?:_?[0-7])+|[1-9](?:_?[0-9])*|0)$/.exec(raw);
+  if (!m) return undefined;
+  const body = m[2]!.replace(/_/g, '');
+  const value = /^0[0-7]/.test(body) ? BigInt(`0o${body.slice(1)}`) : BigInt(body);
+  const n = Number(m[1] === '-' ? -value : value);
+  return Number.isSafeInteger(n) ? n : undefined;
 }
 
 /** Help text from the table. */

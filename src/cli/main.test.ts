@@ -110,15 +110,14 @@ test('agent: bad flags and values fail at start with a clear message and exit 2'
     [['agent', '--no-such-flag'], {}, /flag provided but not defined: -no-such-flag/],
     [['agent', '--subnet-lease-renew-margin=0'], {}, /Invalid subnet-lease-renew-margin option, out of acceptable range/],
     [['agent', '--healthz-port=eighty'], {}, /invalid integer value "eighty" for -healthz-port/],
-    [['agent'], { FLANNELD_IP_MASQ: 'perhaps' }, /invalid boolean value "perhaps" for FLANNELD_IP_MASQ/],
-    [['agent', 'stray'], {}, /unexpected arguments: stray/],
+
     [['agent', '--iptables-resync=0'], {}, /--iptables-resync must be from 1 to 2147483 \(seconds\): 0/],
     [['agent'], { FLANNELD_IPTABLES_RESYNC: '-5' }, /--iptables-resync must be from 1/],
     [['agent', '--iptables-resync=2147484'], {}, /--iptables-resync must be from 1 to 2147483 \(seconds\): 2147484/],
     [['agent', '--registry-check-interval=9999999'], {}, /--registry-check-interval must be from 1 to 2147483/],
     [['agent', '--healthz-port=99999'], {}, /--healthz-port must be a port from 0 \(off\) to 65535: 99999/],
     [['agent', '--healthz-port=-1'], {}, /--healthz-port must be a port/],
-    [['agent', '--healthz-port=8471', '--healthz-ip=nonsense'], {}, /--healthz-ip must be an IP address to listen on: "nonsense"/],
+    [['agent', '--healthz-port=8471', '--healthz-ip=not a host!'], {}, /--healthz-ip must be an IP address or a host name to listen on: "not a host!"/],
     [['agent', '--public-ip=2001:db8:113::1'], {}, /--public-ip must be an IPv4 address/],
     [['agent', '--public-ipv6=203.0.113.1'], {}, /--public-ipv6 must be an IPv6 address/],
     [['agent', '--registry-check-interval=0'], {}, /--registry-check-interval must be from 1/],
@@ -139,6 +138,15 @@ test('agent: bad input found after start (a file a flag names) exits 2 with a li
   assert.equal(lines[0]?.version, version);
   assert.equal(lines[0]?.registry, 'kubernetes');
   assert.ok(lines.some((l) => l.msg.includes('cannot read --net-config-path /nonexistent/net-conf.json')));
+});
+
+test('agent, as flanneld parses: arguments after the first non-flag are not read, a bad FLANNELD_* value keeps the default with an error line, integers in Go\'s notations', async () => {
+  const r = await weft(['agent', '--etcd-endpoints=ftp://127.0.0.1:9', '--healthz-port=0x0', 'stray', '--no-such-flag'], { FLANNELD_IP_MASQ: 'perhaps', FLANNELD_IPTABLES_RESYNC: '0x10' });
+  assert.equal(r.code, 2, 'the endpoint, not the stray arguments, stops it');
+  const lines = r.stderr.trim().split('\n').map((l) => JSON.parse(l) as { level: string; msg: string; ignored?: string[] });
+  assert.deepEqual(lines.find((l) => l.ignored)?.ignored, ['stray', '--no-such-flag']);
+  assert.ok(lines.some((l) => l.level === 'error' && /Failed to set flag FLANNELD from env: invalid boolean value "perhaps" for FLANNELD_IP_MASQ; keeping the default, false/.test(l.msg)));
+  assert.ok(lines.some((l) => /must be http:\/\/ or https:\/\//.test(l.msg)));
 });
 
 test('agent: credentials in an etcd endpoint URL appear in no log line or error', async () => {
