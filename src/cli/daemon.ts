@@ -124,6 +124,8 @@ class Agent {
   #lease: Lease | undefined;
   #ready = false;
   #check: LeaseCheckState = { held: false, confirmedAt: 0, problem: 'starting' };
+  /** Why the subnet file could not be written, '' once it was. */
+  #subnetFileProblem = '';
   /** When the reconciler last finished a full pass: liveness, once the backend runs. */
   #lastPass: number | undefined;
 
@@ -234,9 +236,11 @@ class Agent {
       await network.setLease(lease, scope);
       await traffic.removeOtherMode().catch((err: unknown) => log.error({ err }, `could not remove the rules of flannel's other traffic mode: ${errorMessage(err)}`));
       await traffic.apply(withLease(planes, lease));
-      await this.#writeSubnetFile(config, lease, network);
-      this.#ready = true;
-      log.info({ subnet: formatSubnetPair(lease.subnet), backend: config.backend.type, mtu: network.mtu }, 'weft agent is up');
+      // As flanneld: a subnet file that cannot be written leaves the agent running, not ready
+      // (the CNI plugin has no subnet to give pods), and it is tried again every resync period.
+      this.#ready = await this.#writeSubnetFile(config, lease, network);
+      log.info({ subnet: formatSubnetPair(lease.subnet), backend: config.backend.type, mtu: network.mtu, ready: this.#ready }, 'weft agent is up');
+      tasks.push(guard(this.#keepSubnetFile(config, network, scope), 'subnet file'));
 
       // Liveness: the reconciler's passes (the first, every periodic one, every repair).
       this.#lastPass = this.#clock.now();
@@ -293,7 +297,7 @@ class Agent {
       if (before && subnetPairEquals(before.subnet, next.subnet) && leaseAttrsEqual(before.attrs, next.attrs)) continue;
       await network.setLease(next, signal);
       await traffic.apply(withLease(planes, next));
-      await this.#writeSubnetFile(config, next, network);
+      this.#ready = await this.#writeSubnetFile(config, next, network);
     }
   }
 
@@ -308,16 +312,40 @@ class Agent {
     return config.enableNFTables ? Nftables.create(options) : new Iptables(options);
   }
 
-  async #writeSubnetFile(config: NetworkConfig, lease: Lease, network: Network): Promise<void> {
+  /** Writes the subnet file; false (logged once per problem) when it cannot. */
+  async #writeSubnetFile(config: NetworkConfig, lease: Lease, network: Network): Promise<boolean> {
     const { flags, log } = this.#o;
-    await writeSubnetEnv(flags['subnet-file'], {
-      ...(config.enableIPv4 && config.network ? { network: config.network } : {}),
-      ...(config.enableIPv4 && lease.subnet.ipv4 ? { subnet: lease.subnet.ipv4 } : {}),
-      ...(config.enableIPv6 && config.ipv6Network && lease.subnet.ipv6 ? { ipv6Network: config.ipv6Network, ipv6Subnet: lease.subnet.ipv6 } : {}),
-      mtu: network.mtu,
-      ipMasq: flags['ip-masq'],
-    });
+    try {
+      await writeSubnetEnv(flags['subnet-file'], {
+        ...(config.enableIPv4 && config.network ? { network: config.network } : {}),
+        ...(config.enableIPv4 && lease.subnet.ipv4 ? { subnet: lease.subnet.ipv4 } : {}),
+        ...(config.enableIPv6 && config.ipv6Network && lease.subnet.ipv6 ? { ipv6Network: config.ipv6Network, ipv6Subnet: lease.subnet.ipv6 } : {}),
+        mtu: network.mtu,
+        ipMasq: flags['ip-masq'],
+      });
+    } catch (err) {
+      const problem = errorMessage(err);
+      if (problem !== this.#subnetFileProblem) log.error({ err, file: flags['subnet-file'] }, `cannot write the subnet file; not ready until it is written (tried again every ${flags['iptables-resync']} s): ${problem}`);
+      this.#subnetFileProblem = problem;
+      return false;
+    }
+    if (this.#subnetFileProblem) log.info({ file: flags['subnet-file'] }, 'the subnet file could be written again; ready');
+    this.#subnetFileProblem = '';
     log.info({ file: flags['subnet-file'], subnet: formatSubnetPair(lease.subnet) }, 'subnet file written');
+    return true;
+  }
+
+  /** Writes the subnet file again every resync period while the last write failed. */
+  async #keepSubnetFile(config: NetworkConfig, network: Network, signal: AbortSignal): Promise<void> {
+    const periodMs = this.#o.flags['iptables-resync'] * 1000;
+    while (!signal.aborted) {
+      try {
+        await this.#clock.sleep(periodMs, signal);
+      } catch {
+        return;
+      }
+      if (this.#subnetFileProblem && this.#lease) this.#ready = await this.#writeSubnetFile(config, this.#lease, network);
+    }
   }
 
   /** Every interval: does the registry still hold our lease, and when did it last say so? */

@@ -2,6 +2,7 @@
 import { networkInterfaces } from 'node:os';
 import { type Clock, systemClock } from '../core/clock.js';
 import { formatIp } from '../ip/ip.js';
+import { errorMessage } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { checkBackend } from '../backend/registry.js';
 import { LocalManager } from '../subnet/local-manager.js';
@@ -15,7 +16,11 @@ import type { RegistryMode } from './registry-mode.js';
 
 export async function etcdMode(flags: FlagValues<typeof agentFlags>, log: Logger, clock?: Clock): Promise<RegistryMode> {
   const { gateway, registry } = await connectEtcd(flags, log);
-  const previous = await readSubnetEnv(flags['subnet-file']);
+  // As flanneld: a subnet file that cannot be read gives no previous subnet; it stops nothing.
+  const previous = await readSubnetEnv(flags['subnet-file']).catch((err: unknown) => {
+    log.warn({ err, file: flags['subnet-file'] }, `cannot read the subnet file of the previous run; going on without its subnet: ${errorMessage(err)}`);
+    return { networks: [], ipv6Networks: [], problems: [] } as Awaited<ReturnType<typeof readSubnetEnv>>;
+  });
   for (const problem of previous.problems) log.warn({ file: flags['subnet-file'] }, `subnet file: ${problem}`);
   const manager = new LocalManager({
     registry,

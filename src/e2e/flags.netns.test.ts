@@ -4,6 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdir, rm } from 'node:fs/promises';
 import { Cluster, type ClusterNode } from '../testing/cluster.js';
 import { ipJson, netnsSkipReason, nsExec } from '../testing/netns.js';
 import { wait } from './cluster-scenarios.js';
@@ -29,4 +30,20 @@ test('--ip-blackhole-route: a blackhole route for each of the node\'s subnets, p
   assert.ok(routes.some((r) => r.startsWith('2001:db8:1800:')), 'and the IPv6 subnet\'s');
   await nsExec(n1.ns, 'ip', ['route', 'del', 'blackhole', want[0]!]);
   await wait('the IPv4 blackhole route is back', async () => (await blackholes()).includes(want[0]!));
+});
+
+test('a subnet file that cannot be written leaves the agent running and not ready, as flanneld; written and ready once it can be', { skip, timeout: 120_000 }, async (t) => {
+  const cluster = await Cluster.create({ nodes: 1, config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}' });
+  t.after(() => cluster.destroy());
+  const [n1] = cluster.nodes as [ClusterNode];
+  await mkdir(n1.subnetFile, { recursive: true }); // a directory where the file goes
+  cluster.startAgent(n1, ['--healthz-ip=127.0.0.1', '--healthz-port=8471']);
+  await wait('the agent is up', () => n1.log.includes('weft agent is up'));
+  assert.match(n1.log, /cannot write the subnet file; not ready until it is written/);
+  assert.equal((await cluster.health(n1, 8471, '/readyz')).status, 503);
+  assert.equal((await cluster.health(n1, 8471, '/healthz')).status, 200, 'alive all the same');
+  assert.ok(n1.agent && n1.agent.exitCode === null, 'still running');
+  await rm(n1.subnetFile, { recursive: true });
+  await wait('ready once the file could be written', async () => (await cluster.health(n1, 8471, '/readyz')).status === 200);
+  assert.ok((await cluster.subnetEnv(n1))?.subnet, 'the subnet file is there');
 });
