@@ -122,7 +122,13 @@ class Agent {
   #iface: ExternalInterface | undefined;
   #network: Network | undefined;
   #lease: Lease | undefined;
-  #ready = false;
+  /** The rules are installed, and the subnet file written: `/readyz` (flannel 0.28's readiness). */
+  #rulesOk = false;
+  #fileOk = false;
+  #rulesProblem = '';
+  get #ready(): boolean {
+    return this.#rulesOk && this.#fileOk;
+  }
   #check: LeaseCheckState = { held: false, confirmedAt: 0, problem: 'starting' };
   /** Why the subnet file could not be written, '' once it was. */
   #subnetFileProblem = '';
@@ -235,11 +241,13 @@ class Agent {
       this.#check = { held: true, confirmedAt: this.#clock.now(), problem: '' };
       await network.setLease(lease, scope);
       await traffic.removeOtherMode().catch((err: unknown) => log.error({ err }, `could not remove the rules of flannel's other traffic mode: ${errorMessage(err)}`));
-      await traffic.apply(withLease(planes, lease));
+      // As flanneld: rules that cannot be installed (no iptables binary, a refused restore) leave
+      // the agent running and not ready; they are tried again every resync period.
+      await this.#applyRules(traffic, withLease(planes, lease));
       // As flanneld: a subnet file that cannot be written leaves the agent running, not ready
       // (the CNI plugin has no subnet to give pods), and it is tried again every resync period.
-      this.#ready = await this.#writeSubnetFile(config, lease, network);
-      log.info({ subnet: formatSubnetPair(lease.subnet), backend: config.backend.type, mtu: network.mtu, ready: this.#ready }, 'weft agent is up');
+      this.#fileOk = await this.#writeSubnetFile(config, lease, network);
+      log.info({ subnet: formatSubnetPair(lease.subnet), backend: config.backend.type, mtu: network.mtu, ready: this.#rulesOk && this.#fileOk }, 'weft agent is up');
       tasks.push(guard(this.#keepSubnetFile(config, network, scope), 'subnet file'));
 
       // Liveness: the reconciler's passes (the first, every periodic one, every repair).
@@ -247,7 +255,7 @@ class Agent {
       const offPass = subscribe('reconcile', () => (this.#lastPass = this.#clock.now()));
       scope.addEventListener('abort', offPass, { once: true });
       tasks.push(guard(network.run(manager.watchLeases(scope), scope), 'backend'));
-      tasks.push(guard(traffic.run(scope), `${traffic.mode} resync`));
+      tasks.push(guard(this.#keepRules(traffic, planes, scope), `${traffic.mode} resync`));
       if (flags['ip-blackhole-route']) {
         const blackhole = new BlackholeRoutes({
           netlink: nl,
@@ -296,8 +304,8 @@ class Agent {
       // A renewal changes only the expiry: nothing on the node depends on it.
       if (before && subnetPairEquals(before.subnet, next.subnet) && leaseAttrsEqual(before.attrs, next.attrs)) continue;
       await network.setLease(next, signal);
-      await traffic.apply(withLease(planes, next));
-      this.#ready = await this.#writeSubnetFile(config, next, network);
+      await this.#applyRules(traffic, withLease(planes, next));
+      this.#fileOk = await this.#writeSubnetFile(config, next, network);
     }
   }
 
@@ -310,6 +318,35 @@ class Agent {
       rules: { masquerade: flags['ip-masq'], forward: flags['iptables-forward-rules'], randomFully: !flags['ip-masq-fully-random-disable'] },
     };
     return config.enableNFTables ? Nftables.create(options) : new Iptables(options);
+  }
+
+  /** Installs the rules; a failure is logged once per problem and leaves the agent not ready. */
+  async #applyRules(traffic: TrafficManager, families: Parameters<TrafficManager['apply']>[0]): Promise<void> {
+    try {
+      await traffic.apply(families);
+    } catch (err) {
+      const problem = errorMessage(err);
+      if (problem !== this.#rulesProblem) this.#o.log.error({ err }, `cannot install the ${traffic.mode} rules; not ready until they are in (tried again every ${this.#o.flags['iptables-resync']} s): ${problem}`);
+      this.#rulesProblem = problem;
+      this.#rulesOk = false;
+      return;
+    }
+    if (this.#rulesProblem) this.#o.log.info({}, `the ${traffic.mode} rules are in`);
+    this.#rulesProblem = '';
+    this.#rulesOk = true;
+  }
+
+  /** Installs the rules until they are in, then keeps them (the traffic manager's resync). */
+  async #keepRules(traffic: TrafficManager, planes: ReturnType<typeof familyPlanes>, signal: AbortSignal): Promise<void> {
+    while (!this.#rulesOk && !signal.aborted) {
+      try {
+        await this.#clock.sleep(this.#o.flags['iptables-resync'] * 1000, signal);
+      } catch {
+        return;
+      }
+      if (this.#lease) await this.#applyRules(traffic, withLease(planes, this.#lease));
+    }
+    await traffic.run(signal);
   }
 
   /** Writes the subnet file; false (logged once per problem) when it cannot. */
@@ -344,7 +381,7 @@ class Agent {
       } catch {
         return;
       }
-      if (this.#subnetFileProblem && this.#lease) this.#ready = await this.#writeSubnetFile(config, this.#lease, network);
+      if (this.#subnetFileProblem && this.#lease) this.#fileOk = await this.#writeSubnetFile(config, this.#lease, network);
     }
   }
 

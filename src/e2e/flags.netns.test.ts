@@ -4,7 +4,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, rm } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Cluster, type ClusterNode } from '../testing/cluster.js';
 import { ipJson, netnsSkipReason, nsExec } from '../testing/netns.js';
 import { wait } from './cluster-scenarios.js';
@@ -46,4 +49,24 @@ test('a subnet file that cannot be written leaves the agent running and not read
   await rm(n1.subnetFile, { recursive: true });
   await wait('ready once the file could be written', async () => (await cluster.health(n1, 8471, '/readyz')).status === 200);
   assert.ok((await cluster.subnetEnv(n1))?.subnet, 'the subnet file is there');
+});
+
+test('without the iptables binaries the agent runs not ready, as flanneld; it installs the rules and is ready once they are there', { skip, timeout: 120_000 }, async (t) => {
+  const cluster = await Cluster.create({ nodes: 1, config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}', agentFlags: ['--ip-masq'] });
+  const tools = await mkdtemp(join(tmpdir(), 'weft-tools-'));
+  t.after(async () => {
+    await cluster.destroy();
+    await rm(tools, { recursive: true, force: true });
+  });
+  const [n1] = cluster.nodes as [ClusterNode];
+  // What starting it in the namespace and bin/weft's shell need, and no rule tools.
+  for (const tool of ['ip', 'readlink', 'dirname', 'basename']) await symlink(execFileSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).trim(), join(tools, tool));
+  cluster.startAgent(n1, ['--healthz-ip=127.0.0.1', '--healthz-port=8471'], { PATH: tools });
+  await wait('the agent is up', () => n1.log.includes('weft agent is up'));
+  assert.match(n1.log, /cannot install the iptables rules; not ready until they are in/);
+  assert.equal((await cluster.health(n1, 8471, '/readyz')).status, 503);
+  assert.equal((await cluster.health(n1, 8471, '/healthz')).status, 200);
+  for (const tool of ['iptables', 'iptables-save', 'iptables-restore', 'ip6tables', 'ip6tables-save', 'ip6tables-restore']) await symlink(`/usr/sbin/${tool}`, join(tools, tool));
+  await wait('ready once the tools are there', async () => (await cluster.health(n1, 8471, '/readyz')).status === 200);
+  assert.match(await nsExec(n1.ns, 'iptables-save', ['-t', 'nat']), /-A FLANNEL-POSTRTG/);
 });
