@@ -37,7 +37,12 @@ test('readiness is reported as given, healthy or not', () => {
 test('live while the reconciler makes its passes; not live after three periods without one; live before the backend runs', () => {
   const base = { now: 1_000_000, subnet: '198.18.1.0/24', ready: true, lastContact: 1_000_000, held: true, problem: '', checkMs: 10_000 };
   assert.equal(healthVerdict(base).live, true, 'no backend yet: nothing to judge');
-  assert.equal(healthVerdict({ ...base, lastPass: 1_000_000 - 180_000, passMs: 60_000 }).live, true, 'three periods exactly');
+  assert.deepEqual(
+    [healthVerdict({ ...base, lastPass: 1_000_000 - 180_000, passMs: 60_000 })].map((v) => [v.live, v.liveReason]),
+    [[true, '']],
+    'three periods exactly',
+  );
+  assert.equal(healthVerdict({ ...base, lastPass: 0 }).live, true, 'no period known: nothing to judge');
   const stuck = healthVerdict({ ...base, lastPass: 1_000_000 - 180_001, passMs: 60_000 });
   assert.equal(stuck.live, false);
   assert.match(stuck.liveReason, /has not made a pass for 180 s \(it makes one every 60 s\)/);

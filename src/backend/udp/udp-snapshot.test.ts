@@ -2,7 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCidr } from '../../ip/cidr.js';
 import { parseIp } from '../../ip/ip.js';
-import { decodeSnapshot, encodeSnapshot } from './udp-snapshot.js';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { decodeSnapshot, encodeSnapshot, readSnapshot, removeSnapshot, writeSnapshot } from './udp-snapshot.js';
 
 const snapshot = {
   bind: parseIp('203.0.113.2'), port: 8285, mtu: 1472, tunAddr: parseIp('198.18.2.0'),
@@ -21,9 +25,36 @@ test('a file that is not a snapshot is none: another version, a field out of ran
     'not json', 'null', '[]',
     { ...base, version: 2 }, { ...base, bind: '2001:db8::1' }, { ...base, bind: 'x' }, { ...base, tunAddr: undefined },
     { ...base, port: 0 }, { ...base, port: 65536 }, { ...base, port: '8285' }, { ...base, mtu: 67 }, { ...base, mtu: 70000 },
-    { ...base, tunnels: 'none' }, { ...base, tunnels: [['198.18.1.0/24']] }, { ...base, tunnels: [['2001:db8::/64', '203.0.113.1']] }, { ...base, tunnels: [['198.18.1.0/24', '2001:db8::1']] },
+    { ...base, tunnels: 'none' }, { ...base, tunnels: [['198.18.1.0/24']] }, { ...base, tunnels: [['198.18.1.0/24', '203.0.113.1', 'x']] }, { ...base, tunnels: [[24, '203.0.113.1']] }, { ...base, tunnels: ['198.18.1.0/24'] }, { ...base, tunnels: [['2001:db8::/64', '203.0.113.1']] }, { ...base, tunnels: [['198.18.1.0/24', '2001:db8::1']] },
   ]) {
     assert.equal(decodeSnapshot(typeof bad === 'string' ? bad : JSON.stringify(bad)), undefined, JSON.stringify(bad));
   }
   assert.deepEqual(decodeSnapshot(JSON.stringify({ ...base, port: 65535, mtu: 68, tunnels: [] }))?.tunnels, [], 'the bounds themselves are fine');
+  assert.equal(decodeSnapshot(JSON.stringify({ ...base, port: 1, mtu: 65535 }))?.port, 1, 'and the other bounds');
+});
+
+test('a snapshot is written under a new name and renamed, and read back only from a regular file of sane size', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-snap-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const path = join(dir, 'subnet.env.state');
+  assert.equal(await readSnapshot(path), undefined, 'none yet');
+  await writeSnapshot(path, snapshot);
+  assert.deepEqual(await readSnapshot(path), snapshot);
+  assert.deepEqual(await readdir(dir), ['subnet.env.state'], 'no temporary file left');
+  await writeFile(path, 'garbage');
+  assert.equal(await readSnapshot(path), undefined);
+  await rm(path);
+  await symlink('/dev/zero', path);
+  assert.equal(await readSnapshot(path), undefined, 'a symlink is not followed');
+  await rm(path);
+  await writeFile(path, encodeSnapshot(snapshot).padEnd(8 * 1024 * 1024 + 1, ' '));
+  assert.equal(await readSnapshot(path), undefined, 'larger than any table, even when it decodes');
+  await rm(path);
+  execFileSync('mkfifo', [path]);
+  assert.equal(await readSnapshot(path), undefined, 'a FIFO is no file, and no hang');
+  await rm(path);
+  await writeFile(path, encodeSnapshot(snapshot).padEnd(8 * 1024 * 1024, ' '));
+  assert.deepEqual(await readSnapshot(path), snapshot, 'at the limit it is read');
+  await removeSnapshot(path);
+  assert.deepEqual(await readdir(dir), []);
 });
