@@ -9,14 +9,20 @@ import { formatIp, parseIpv4, tryParseIp } from '../../ip/ip.js';
 import type { Lease, LeaseAttrs } from '../../lease/lease.js';
 import type { RecordDecoder } from '../../kube/informer.js';
 
-/** `flannel.alpha.coreos.com` → `flannel.alpha.coreos.com/`; `example.com/foo` → `example.com/foo-`. */
+/**
+ * `flannel.alpha.coreos.com` → `flannel.alpha.coreos.com/`; `example.com/foo` → `example.com/foo-`.
+ * Accepts exactly what flannel's check (pkg/subnet/kube/annotations.go, newAnnotations) accepts,
+ * with its messages: its pattern is anchored at the end only, so it wants a dotted name right
+ * before the slash and lets anything stand before that. A prefix the API server will not take
+ * as an annotation key is then refused when the Node is patched, as with flanneld.
+ */
 export function normalizePrefix(prefix: string): string {
   const slashes = prefix.split('/').length - 1;
-  if (slashes > 1) throw new WeftError(ErrorCodes.CONFIG, `invalid --kube-annotation-prefix ${JSON.stringify(prefix)}: at most one '/'`);
+  if (slashes > 1) throw new WeftError(ErrorCodes.CONFIG, `invalid --kube-annotation-prefix ${JSON.stringify(prefix)}: subnet/kube: prefix can contain at most single slash`);
   let p = slashes === 0 ? `${prefix}/` : prefix;
   if (!p.endsWith('/') && !p.endsWith('-')) p += '-';
-  if (!/^([a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/([a-z0-9_-]+-)?$/.test(p)) {
-    throw new WeftError(ErrorCodes.CONFIG, `invalid --kube-annotation-prefix ${JSON.stringify(prefix)}`);
+  if (!/(?:[a-z0-9_-]+\.)+[a-z0-9_-]+\/(?:[a-z0-9_-]+-)?$/.test(p)) {
+    throw new WeftError(ErrorCodes.CONFIG, `invalid --kube-annotation-prefix ${JSON.stringify(prefix)}: subnet/kube: prefix must be in a format: fqdn/[0-9a-z-_]*`);
   }
   return p;
 }
