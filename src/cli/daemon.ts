@@ -72,7 +72,11 @@ export async function runAgent(argv: readonly string[], env: Readonly<Record<str
     io.stderr(`weft agent: ${problem}\n`);
     return 2;
   }
-  const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' }, format: flags['log-format'] === 'text' ? 'text' : 'json' });
+  // Installed as flanneld, it logs as flanneld does (klog's text lines) unless told otherwise;
+  // `weft agent` keeps JSON, one object a line.
+  const chosen = parsed.given.has('log-format') || env['FLANNELD_LOG_FORMAT'];
+  const format = chosen ? flags['log-format'] : env['WEFT_ARGV0'] === 'flanneld' ? 'text' : 'json';
+  const log = createLogger({ level: flags.v > 0 ? 'debug' : 'info', bindings: { name: 'weft' }, format: format === 'text' ? 'text' : 'json' });
   // As flanneld (Go's flag and coreos flagutil): what follows the first non-flag argument is not
   // read, and a FLANNELD_* value that does not parse keeps the flag's default; both are said.
   if (parsed.positionals.length > 0) log.warn({ ignored: parsed.positionals }, 'arguments after the first that is not a flag are not read, as flanneld does not read them');

@@ -167,6 +167,12 @@ test('installed as flanneld, weft is the agent with flanneld\'s command line', a
   const help = await new Promise<string>((resolve) => execFile(flanneld, ['-h'], (_e, _o, stderr) => resolve(stderr)));
   assert.match(help, /--etcd-endpoints/);
   assert.match(help, /\[FLANNELD_IFACE_REGEX\]/);
+  // Its log lines are klog's, as flanneld's; `--log-format=json` (or weft agent) gives JSON.
+  const run = (args: string[]): Promise<string> => new Promise((resolve) => execFile(flanneld, args, { env: { PATH: process.env['PATH'] ?? '' } }, (_e, _o, stderr) => resolve(stderr)));
+  const text = await run(['--etcd-endpoints=ftp://127.0.0.1:9', `--subnet-file=${join(tmpdir(), `weft-klog-${process.pid}.env`)}`]);
+  assert.match(text.split('\n')[0]!, /^I\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ weft\] weft agent starting /);
+  const json = await run(['--etcd-endpoints=ftp://127.0.0.1:9', '--log-format=json', `--subnet-file=${join(tmpdir(), `weft-klog-${process.pid}.env`)}`]);
+  assert.equal((JSON.parse(json.split('\n')[0]!) as { msg: string }).msg, 'weft agent starting');
 });
 
 test('agent: a second agent with the same subnet file is refused, naming the first one\'s pid; a stale lock is taken over', async (t) => {

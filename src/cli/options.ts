@@ -39,7 +39,7 @@ export const agentFlags = [
   { name: 'set-node-network-unavailable', kind: 'bool', default: true, doc: 'set NodeNetworkUnavailable to false once the network is up (kube mode)' },
   { name: 'registry-check-interval', kind: 'int', default: 10, doc: 'weft only: seconds between the health check\'s registry reads of this node\'s lease; /healthz fails after three missed' },
   { name: 'v', kind: 'int', default: 0, doc: 'log verbosity: 0 info, 1 or more debug' },
-  { name: 'log-format', kind: 'string', default: 'json', doc: 'weft only: json (one object per line) or text (flanneld-like lines for a person)' },
+  { name: 'log-format', kind: 'string', default: 'json', doc: 'weft only: json (one object per line; the default of weft agent) or text (klog\'s lines, as flanneld\'s; the default when installed as flanneld)' },
   { name: 'vmodule', kind: 'string', default: '', doc: 'accepted for compatibility; ignored' },
   { name: 'log_backtrace_at', kind: 'string', default: '', doc: 'accepted for compatibility; ignored' },
 ] as const satisfies readonly FlagSpec[];

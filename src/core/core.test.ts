@@ -90,6 +90,7 @@ test('text lines read like flanneld\'s: level letter, date and time, component, 
   log.info({ endpoint: 'http://etcd 1:2379' }, 'etcd is reachable again');
   log.debug({}, 'hidden');
   assert.equal(lines.length, 2);
-  assert.match(lines[0]!, /^W\d{4} \d{2}:\d{2}:\d{2}\.\d{3} vxlan\] refusing lease: its public IP is this node's own subnet=198\.18\.5\.0\/24 peers=3 err="bad input"\n$/);
-  assert.match(lines[1]!, /^I\d{4} [0-9:.]+ weft\] etcd is reachable again endpoint="http:\/\/etcd 1:2379"\n$/);
+  // klog's header: level, mmdd, hh:mm:ss.uuuuuu, a right-aligned thread (here process) id, then what stands before "]".
+  assert.match(lines[0]!, new RegExp(`^W\\d{4} \\d{2}:\\d{2}:\\d{2}\\.\\d{3}000 ${String(process.pid).padStart(7)} vxlan\\] refusing lease: its public IP is this node's own subnet=198\\.18\\.5\\.0/24 peers=3 err="bad input"\\n$`));
+  assert.match(lines[1]!, /^I\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ weft\] etcd is reachable again endpoint="http:\/\/etcd 1:2379"\n$/);
 });

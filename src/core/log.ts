@@ -88,13 +88,19 @@ function jsonSafe(_key: string, value: unknown): unknown {
 }
 
 /** klog's layout: level letter, month and day, time, the component, then the message and the fields. */
+/**
+ * klog's header, as flanneld's lines have it (`Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg`),
+ * so that what parses flanneld's logs parses these: the process id stands for the thread id, and
+ * the component (`vxlan`, `subnet`, ...) for the source file and line, which a log line of weft's
+ * does not carry.
+ */
 function textLine(level: LogLevel, now: Date, bindings: LogFields, fields: LogFields, msg: string): string {
   const pad = (n: number, w = 2): string => String(n).padStart(w, '0');
-  const stamp = `${pad(now.getUTCMonth() + 1)}${pad(now.getUTCDate())} ${pad(now.getUTCHours())}:${pad(now.getUTCMinutes())}:${pad(now.getUTCSeconds())}.${pad(now.getUTCMilliseconds(), 3)}`;
+  const stamp = `${pad(now.getUTCMonth() + 1)}${pad(now.getUTCDate())} ${pad(now.getUTCHours())}:${pad(now.getUTCMinutes())}:${pad(now.getUTCSeconds())}.${pad(now.getUTCMilliseconds() * 1000, 6)}`;
   const { name, component, ...rest } = { ...bindings, ...fields };
   const who = typeof component === 'string' ? component : typeof name === 'string' ? name : 'weft';
   const pairs = Object.entries(rest).map(([k, v]) => `${k}=${textValue(v)}`);
-  return `${level[0]!.toUpperCase()}${stamp} ${who}] ${msg}${pairs.length > 0 ? ' ' + pairs.join(' ') : ''}\n${textStack(fields)}`;
+  return `${level[0]!.toUpperCase()}${stamp} ${String(process.pid).padStart(7)} ${who}] ${msg}${pairs.length > 0 ? ' ' + pairs.join(' ') : ''}\n${textStack(fields)}`;
 }
 
 function textValue(v: unknown): string {
