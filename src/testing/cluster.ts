@@ -252,13 +252,16 @@ export class Cluster {
     const registry = this.#kube
       ? ['--kube-subnet-mgr', `--kubeconfig-file=${this.api?.kubeconfig ?? ''}`, `--net-config-path=${join(this.dir, 'net-conf.json')}`]
       : [`--etcd-endpoints=${this.endpoint}`];
-    const args = ['agent', ...registry, `--subnet-file=${node.subnetFile}`, '--iface=eth0', '--iptables-resync=1', ...this.#agentFlags, ...extra];
+    // flanneld (an anchor binary, WEFT_TEST_AGENT_BIN) takes no `agent` command: Go's flag parsing stops at it.
+    const bin = env['WEFT_TEST_AGENT_BIN'] ?? weftBin;
+    const command = /flanneld[^/]*$/.test(bin) ? [] : ['agent'];
+    const args = [...command, ...registry, `--subnet-file=${node.subnetFile}`, '--iface=eth0', '--iptables-resync=1', ...this.#agentFlags, ...extra];
     // Agents notify only the socket a test gives them, never a systemd the tests run under; and
     // they trust only the CAs their kubeconfig names, not extra ones this machine's tools get.
     const inherited = { ...process.env };
     delete inherited['NOTIFY_SOCKET'];
     delete inherited['NODE_EXTRA_CA_CERTS'];
-    const child = this.#spawn(node.ns, env['WEFT_TEST_AGENT_BIN'] ?? weftBin, `${node.name}.log`, args, { ...inherited, NODE_NAME: node.name, ...env });
+    const child = this.#spawn(node.ns, bin, `${node.name}.log`, args, { ...inherited, NODE_NAME: node.name, ...env });
     node.agent = child;
     const append = (d: Buffer): void => {
       node.log = (node.log + d.toString()).slice(-200_000);

@@ -13,6 +13,7 @@ import { waitUntil } from '../../testing/wait.js';
 import type { ExternalInterface } from '../external-interface.js';
 import { familyPlanes } from '../family-plane.js';
 import { vtepMac, vxlanBackend } from './vxlan-backend.js';
+import { parseVxlanConfig } from './vxlan-config.js';
 
 const config = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}');
 const ext: ExternalInterface = {
@@ -166,4 +167,13 @@ test('a peer lease carrying this node\'s own VtepMAC is refused for that family,
   await waitUntil('the IPv6 side is programmed', () => nl.routeTable.has('2001:db8:1800:4::/64'));
   assert.equal(nl.routeTable.has('198.18.4.0/24'), false);
   assert.match(net.peers()[0]!.reason!, /IPv4: its VtepMAC .* is already claimed by this node/);
+});
+
+test('VNI as flannel reads it: 1 when absent or null, an explicit 0 is VNI 0 and device flannel.0', () => {
+  const vni = (backend: string): number => parseVxlanConfig(JSON.parse(backend) as Record<string, unknown>).vni;
+  assert.equal(vni('{"Type":"vxlan"}'), 1);
+  assert.equal(vni('{"Type":"vxlan","VNI":null}'), 1);
+  assert.equal(vni('{"Type":"vxlan","VNI":0}'), 0);
+  assert.equal(vni('{"Type":"vxlan","vni":4096}'), 4096);
+  assert.deepEqual(vxlanBackend.deviceNames(parseNetworkConfig('{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","VNI":0}}')), ['flannel.0']);
 });

@@ -31,7 +31,8 @@ export function parseVxlanConfig(options: JsonObject): VxlanConfig {
   const vni = uint('VNI', 1, 0xffffff);
   const mtu = uint('MTU', 0, 65535);
   return {
-    vni: vni === 0 ? 1 : vni,
+    // As flannel: 1 when absent, and an explicit 0 is VNI 0 (device flannel.0), not 1.
+    vni,
     port: uint('Port', 0, 65535),
     gbp: bool('GBP'),
     learning: bool('Learning'),
