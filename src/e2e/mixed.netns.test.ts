@@ -36,3 +36,17 @@ for (const backend of ['vxlan', 'host-gw'] as const) {
     await assertFullMesh(cluster);
   });
 }
+
+test('kube mode: flanneld v0.20.2 and weft nodes under one API server; every pod reaches every other', { skip, timeout: 240_000 }, async (t) => {
+  const cluster = await Cluster.create({ nodes: 3, config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}', kube: { podCidr: (n) => `198.18.${n * 10}.0/24` }, agentFlags: ['--ip-masq'] });
+  t.after(async () => {
+    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
+    await cluster.destroy();
+  });
+  const [flanneld, ...wefts] = cluster.nodes;
+  for (const n of wefts) cluster.startAgent(n);
+  cluster.startAgent(flanneld!, [], { WEFT_TEST_AGENT_BIN: anchor });
+  await wait('every node wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet));
+  for (const n of cluster.nodes) await cluster.addPod(n);
+  await assertFullMesh(cluster);
+});
