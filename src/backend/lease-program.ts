@@ -32,18 +32,14 @@ export function programFamilies(lease: Lease, planes: readonly FamilyPlane[], pr
       continue;
     }
     families = families.concat(plane.family);
-    // The first family's program is taken as it is (the backend made it for this lease alone);
-    // a second one's lists are joined to it with concat, which sizes exactly.
-    if (families.length === 1 && Object.values(result).every((list) => list !== undefined)) {
-      entries = result as Record<string, readonly object[]>;
-    } else {
-      const merged: Record<string, readonly object[]> = {};
-      for (const kind of new Set([...Object.keys(entries), ...Object.keys(result)])) {
-        const [a, b] = [entries[kind], result[kind]];
-        if (a || b) merged[kind] = a && b ? a.concat(b) : (a ?? b)!;
-      }
-      entries = merged;
+    // A family's lists are taken as the backend made them (for this lease alone); a second
+    // family's are joined with concat, which sizes exactly.
+    const merged: Record<string, readonly object[]> = {};
+    for (const kind of new Set([...Object.keys(entries), ...Object.keys(result)])) {
+      const [a, b] = [entries[kind], result[kind]];
+      if (a || b) merged[kind] = a && b ? a.concat(b) : (a ?? b)!;
     }
+    entries = merged;
   }
   if (families.length === 0) return { refused: refusals.join('; '), code: refusedFamilies[0]?.code ?? 'refused', refusedFamilies };
   return { entries, families, ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };

@@ -11,9 +11,8 @@
  * weft, when it names this network. Every file is written to a temporary name and renamed: never
  * in place, and never through a symlink planted at its name.
  */
-import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { lstat, mkdir, open, readFile, readdir, rename, rm, rmdir } from 'node:fs/promises';
+import { lstat, mkdir, readFile, readdir, rm, rmdir } from 'node:fs/promises';
+import { writeFileAtomically } from '../subnet/atomic-file.js';
 import { dirname, join } from 'node:path';
 import { isJsonObject } from '../json/go-json.js';
 import { CniCodes, CniError } from './cni-error.js';
@@ -76,7 +75,7 @@ export async function listState(dataDir: string, network: string): Promise<Saved
     seen.add(containerId);
   }
   for (const name of await entries(dataDir)) {
-    if (seen.has(name) || !/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(name) || /\.[0-9a-f]{12}\.tmp$/.test(name)) continue;
+    if (seen.has(name) || !/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(name)) continue;
     if ((await flannelState({ dataDir, network, containerId: name })) !== undefined) out.push({ containerId: name });
   }
   return out;
@@ -129,21 +128,7 @@ async function entries(dir: string): Promise<string[]> {
   }
 }
 
-/** Written under a temporary name (created exclusively, never through a symlink), synced, renamed over `path`. */
 async function writeAtomically(path: string, bytes: string): Promise<void> {
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  const temp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
-  const fh = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-  try {
-    await fh.writeFile(bytes);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  try {
-    await rename(temp, path);
-  } catch (err) {
-    await rm(temp, { force: true });
-    throw err;
-  }
+  await writeFileAtomically(path, bytes, 0o600);
 }

@@ -3,15 +3,15 @@
  * restart for the previous subnet, and read by the CNI plugin. One codec for both sides.
  */
 import { constants } from 'node:fs';
-import { mkdir, open, rename, rm } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { mkdir, open } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { writeFileAtomically } from './atomic-file.js';
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import { type Cidr, formatCidr, hostIp, tryParseCidr } from '../ip/cidr.js';
 import { formatIp } from '../ip/ip.js';
 
 export const defaultSubnetFile = '/run/flannel/subnet.env';
 
-let tmpCounter = 0;
 
 export interface SubnetEnv {
   readonly network?: Cidr;
@@ -43,22 +43,7 @@ export function formatSubnetEnv(env: SubnetEnv & { mtu: number; ipMasq: boolean 
 export async function writeSubnetEnv(path: string, env: SubnetEnv & { mtu: number; ipMasq: boolean }): Promise<void> {
   const dir = dirname(path);
   await mkdir(dir, { recursive: true, mode: 0o755 });
-  // Unique per process and call; 'wx' refuses to reuse a name left by a crashed run.
-  const tmp = join(dir, `.${basename(path)}.${process.pid}.${Date.now()}.${++tmpCounter}`);
-  try {
-    const fh = await open(tmp, 'wx', 0o644);
-    try {
-      await fh.writeFile(formatSubnetEnv(env));
-      await fh.chmod(0o644);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await rename(tmp, path);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
+  await writeFileAtomically(path, formatSubnetEnv(env), 0o644);
 }
 
 export interface ParsedSubnetEnv extends SubnetEnv {

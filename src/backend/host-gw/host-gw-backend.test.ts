@@ -56,3 +56,7 @@ test('a public address that is not the interface\'s (NAT) is refused at start, a
     (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /your PublicIP differs from interface IP/.test(err.message),
   );
 });
+
+test('host-gw makes no device: every flannel device is a leftover to remove after a switch to it', () => {
+  assert.deepEqual(hostGwBackend.deviceNames(parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"host-gw"}}')), []);
+});

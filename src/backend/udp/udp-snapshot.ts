@@ -6,9 +6,9 @@
  * subnet file) each time it changes, and read at start. The file is input like any other: a value
  * that does not decode is no snapshot.
  */
-import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
+import { writeFileAtomically } from '../../subnet/atomic-file.js';
 import { type Cidr, formatCidr, tryParseCidr } from '../../ip/cidr.js';
 import { type IpAddr, formatIp, tryParseIp } from '../../ip/ip.js';
 import type { TunnelSpec } from './tunnel-kind.js';
@@ -75,23 +75,7 @@ export async function readSnapshot(path: string): Promise<UdpSnapshot | undefine
   }
 }
 
-/** Written under a new name and renamed, as subnet.env is. */
+/** Written whole or not at all, as subnet.env is. */
 export async function writeSnapshot(path: string, s: UdpSnapshot): Promise<void> {
-  const temp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
-  const fh = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-  try {
-    await fh.writeFile(encodeSnapshot(s));
-  } finally {
-    await fh.close();
-  }
-  await rename(temp, path).catch(async (err: unknown) => {
-    await rm(temp, { force: true });
-    throw err;
-  });
+  await writeFileAtomically(path, encodeSnapshot(s), 0o600);
 }
-
-/** For tests and `weft cleanup`: the snapshot is gone. */
-export async function removeSnapshot(path: string): Promise<void> {
-  await rm(path, { force: true });
-}
-
