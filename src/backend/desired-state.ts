@@ -27,10 +27,13 @@ export class EntryIndex<T extends object> {
     return v instanceof Shared ? v.entries.at(-1) : v;
   }
 
-  /** Every entry wanted under `key`, oldest first. */
-  all(key: string): readonly T[] {
+  /** The oldest entry wanted under `key` that passes `test`; allocates nothing. */
+  find(key: string, test: (entry: T) => boolean): T | undefined {
     const v = this.#byKey.get(key);
-    return v === undefined ? [] : v instanceof Shared ? v.entries : [v];
+    if (v === undefined) return undefined;
+    if (!(v instanceof Shared)) return test(v) ? v : undefined;
+    for (const e of v.entries) if (test(e)) return e;
+    return undefined;
   }
 
   has(key: string): boolean {
@@ -99,10 +102,14 @@ export class DesiredState {
   conflict(program: Program, replacing?: Program): Conflict | undefined {
     for (const kind of this.#kinds) {
       if (!kind.exclusive) continue;
+      const entries = program[kind.name];
+      if (!entries) continue;
       const index = this.#index(kind.name);
-      const own = new Set(replacing?.[kind.name] ?? []);
-      for (const entry of program[kind.name] ?? []) {
-        const theirs = index.all(kind.key(entry)).find((e) => !own.has(e) && !kind.matches(entry, e));
+      // Checked for every lease in the start-up burst: a program has a handful of entries, so
+      // its own earlier list is searched rather than made into a set.
+      const own = replacing?.[kind.name] ?? [];
+      for (const entry of entries) {
+        const theirs = index.find(kind.key(entry), (e) => !own.includes(e) && !kind.matches(entry, e));
         if (theirs) return { kind, entry, theirs };
       }
     }

@@ -18,10 +18,8 @@ export const isRefusal = (r: PeerProgram | Refusal): r is Refusal => !('entries'
 const isFamilyRefusal = (r: Program | Refusal): r is Refusal => typeof r['refused'] === 'string';
 
 export function programFamilies(lease: Lease, planes: readonly FamilyPlane[], programFamily: (lease: Lease, plane: FamilyPlane) => Program | Refusal): PeerProgram | Refusal {
-  // Kept for every peer while it lives: arrays of exactly their length (a push onto an empty
-  // array reserves 17 slots; with 1000 peers, 3 kinds and 2 families that is 0.7 MB of slack).
-  let entries: Record<string, readonly object[]> = {};
-  let families: readonly FamilyPlane['family'][] = [];
+  const parts: Program[] = [];
+  const families: FamilyPlane['family'][] = [];
   const refusals: string[] = [];
   const refusedFamilies: FamilyRefusal[] = [];
   for (const plane of planes) {
@@ -31,16 +29,30 @@ export function programFamilies(lease: Lease, planes: readonly FamilyPlane[], pr
       refusedFamilies.push({ family: plane.family, code: result.code });
       continue;
     }
-    families = families.concat(plane.family);
-    // A family's lists are taken as the backend made them (for this lease alone); a second
-    // family's are joined with concat, which sizes exactly.
-    const merged: Record<string, readonly object[]> = {};
-    for (const kind of new Set([...Object.keys(entries), ...Object.keys(result)])) {
-      const [a, b] = [entries[kind], result[kind]];
-      if (a || b) merged[kind] = a && b ? a.concat(b) : (a ?? b)!;
-    }
-    entries = merged;
+    parts.push(result);
+    families.push(plane.family);
   }
-  if (families.length === 0) return { refused: refusals.join('; '), code: refusedFamilies[0]?.code ?? 'refused', refusedFamilies };
-  return { entries, families, ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };
+  if (parts.length === 0) return { refused: refusals.join('; '), code: refusedFamilies[0]?.code ?? 'refused', refusedFamilies };
+  // Kept for every peer while it lives, so sized exactly: slice() copies the families at their
+  // length (a push onto an empty array reserves 17 slots), and merging joins lists with concat.
+  return { entries: merged(parts), families: families.slice(), ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };
+}
+
+/**
+ * One program from the families' programs. A single family's lists are taken as the backend made
+ * them (for this lease alone). Computed for every lease in the start-up burst, where whatever it
+ * allocates adds to the agent's peak, so it makes no intermediate sets or key lists.
+ */
+function merged(parts: readonly Program[]): Program {
+  if (parts.length === 1) return parts[0]!;
+  const out: Record<string, readonly object[]> = {};
+  for (const part of parts) {
+    for (const kind in part) {
+      const list = part[kind];
+      if (!list) continue;
+      const have = out[kind];
+      out[kind] = have ? have.concat(list) : list;
+    }
+  }
+  return out;
 }

@@ -9,7 +9,7 @@ test('IPv4 text round-trips and rejects what Go rejects', () => {
     assert.ok(ip, text);
     assert.equal(formatIp(ip), text);
   }
-  for (const bad of ['', '1.2.3', '1.2.3.4.5', '256.1.1.1', '01.2.3.4', '1.2.3.-4', '1.2.3.4 ', 'a.b.c.d', '1..2.3']) {
+  for (const bad of ['', '1.2.3', '1.2.3.4.5', '256.1.1.1', '01.2.3.4', '1.2.3.-4', '1.2.3.4 ', 'a.b.c.d', '1..2.3', '1.2.3.4.', '.1.2.3', '1.2.3.1000', '1.2.3.\u0034\u0010']) {
     assert.equal(parseIpv4(bad), undefined, bad);
   }
 });
@@ -27,13 +27,15 @@ test('IPv6 formats in Go canonical form', () => {
     ['2001:db8:0:0:1:0:0:1', '2001:db8::1:0:0:1'], // the first run wins a tie
     ['::ffff:1.2.3.4', '::ffff:102:304'],
     ['fd00::203.0.113.9', 'fd00::cb00:7109'],
+    ['ABCD:ef01:2345:6789:aBcD:EF01:0:0', 'abcd:ef01:2345:6789:abcd:ef01::'],
+    ['ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff'],
   ];
   for (const [input, want] of cases) {
     const ip = parseIpv6(input);
     assert.ok(ip, input);
     assert.equal(formatIp(ip), want, input);
   }
-  for (const bad of ['', ':', '1:2:3:4:5:6:7', '1:2:3:4:5:6:7:8:9', '1::2::3', '12345::', 'g::', '1:::2', '::1.2.3', '1:2:3:4:5:6:7::8:9']) {
+  for (const bad of ['', ':', '1:2:3:4:5:6:7', '1:2:3:4:5:6:7:8:9', '1::2::3', '12345::', 'g::', '1:::2', '::1.2.3', '1:2:3:4:5:6:7::8:9', '\u0010::', '::G', '::@', '::`', '::/', '::1.2.3.04']) {
     assert.equal(parseIpv6(bad), undefined, bad);
   }
 });

@@ -20,18 +20,56 @@ export function ipv4(value: bigint | number): IpAddr {
   return { family: 4, value: BigInt(value) };
 }
 
-/** Strict dotted quad: four decimal octets, no leading zeros (as Go >= 1.17). */
+/**
+ * Strict dotted quad: four decimal octets, no leading zeros (as Go >= 1.17). Read character by
+ * character into a number, with one bigint at the end: lease decoding parses thousands of
+ * addresses in one synchronous stretch, and every intermediate bigint and string there was
+ * garbage that the start-up peak carried (docs/benchmarks.md, 2026-11-25).
+ */
 export function parseIpv4(text: string): IpAddr | undefined {
-  const parts = text.split('.');
-  if (parts.length !== 4) return undefined;
-  let value = 0n;
-  for (const part of parts) {
-    if (!/^(0|[1-9][0-9]{0,2})$/.test(part)) return undefined;
-    const octet = Number(part);
-    if (octet > 255) return undefined;
-    value = (value << 8n) | BigInt(octet);
+  const value = ipv4Number(text);
+  return value === undefined ? undefined : { family: 4, value: BigInt(value) };
+}
+
+function ipv4Number(text: string): number | undefined {
+  let value = 0;
+  let octet = 0;
+  let digits = 0;
+  let octets = 0;
+  for (let i = 0; i <= text.length; i++) {
+    // The end of the text closes the last octet as a dot would.
+    const c = i < text.length ? text.charCodeAt(i) : DOT;
+    if (c === DOT) {
+      if (digits === 0 || octet > 255) return undefined;
+      value = value * 256 + octet;
+      octet = 0;
+      digits = 0;
+      octets++;
+    } else if (c >= ZERO && c <= ZERO + 9 && digits < 3 && !(digits === 1 && octet === 0)) {
+      octet = octet * 10 + (c - ZERO);
+      digits++;
+    } else {
+      return undefined;
+    }
   }
-  return { family: 4, value };
+  return octets === 4 ? value : undefined;
+}
+
+const DOT = 46;
+const ZERO = 48;
+
+/** One to four hex digits, or -1. */
+function hexGroup(text: string): number {
+  if (text.length < 1 || text.length > 4) return -1;
+  let g = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    const lower = c | 0x20;
+    const d = c >= ZERO && c <= ZERO + 9 ? c - ZERO : lower >= 0x61 && lower <= 0x66 ? lower - 0x61 + 10 : -1;
+    if (d < 0) return -1;
+    g = g * 16 + d;
+  }
+  return g;
 }
 
 /** RFC 4291 text, with an optional trailing dotted quad; hex digits of either case. */
@@ -39,19 +77,19 @@ export function parseIpv6(text: string): IpAddr | undefined {
   if (text.length < 2 || text.length > 45) return undefined;
   const lastColon = text.lastIndexOf(':');
   if (text.includes('.', lastColon)) {
-    const v4 = parseIpv4(text.slice(lastColon + 1));
-    if (!v4) return undefined;
-    const groups = `${(v4.value >> 16n).toString(16)}:${(v4.value & 0xffffn).toString(16)}`;
-    return parseIpv6(text.slice(0, lastColon + 1) + groups);
+    const v4 = ipv4Number(text.slice(lastColon + 1));
+    if (v4 === undefined) return undefined;
+    return parseIpv6(`${text.slice(0, lastColon + 1)}${(v4 >>> 16).toString(16)}:${(v4 & 0xffff).toString(16)}`);
   }
   const halves = text.split('::');
   if (halves.length > 2) return undefined;
-  const parseGroups = (part: string): bigint[] | undefined => {
+  const parseGroups = (part: string): number[] | undefined => {
     if (part === '') return [];
-    const out: bigint[] = [];
-    for (const g of part.split(':')) {
-      if (!/^[0-9a-fA-F]{1,4}$/.test(g)) return undefined;
-      out.push(BigInt('0x' + g));
+    const out: number[] = [];
+    for (const text of part.split(':')) {
+      const g = hexGroup(text);
+      if (g < 0) return undefined;
+      out.push(g);
     }
     return out;
   };
@@ -60,10 +98,11 @@ export function parseIpv6(text: string): IpAddr | undefined {
   if (!left || !right) return undefined;
   const given = left.length + right.length;
   if (halves.length === 2 ? given > 7 : given !== 8) return undefined;
-  const groups = [...left, ...new Array<bigint>(8 - given).fill(0n), ...right];
-  let value = 0n;
-  for (const g of groups) value = (value << 16n) | g;
-  return { family: 6, value };
+  let hex = '';
+  for (const g of left) hex += g.toString(16).padStart(4, '0');
+  hex += '0000'.repeat(8 - given);
+  for (const g of right) hex += g.toString(16).padStart(4, '0');
+  return { family: 6, value: BigInt(`0x${hex}`) };
 }
 
 /** Either family; IPv4 text gives family 4, anything with a colon family 6. */
@@ -80,11 +119,12 @@ export function parseIp(text: string, what = 'IP address'): IpAddr {
 /** Go's canonical text: dotted quad, or RFC 5952 (lowercase, longest zero run as `::`, first on ties). */
 export function formatIp(ip: IpAddr): string {
   if (ip.family === 4) {
-    const v = ip.value;
-    return [24n, 16n, 8n, 0n].map((s) => String((v >> s) & 0xffn)).join('.');
+    const v = Number(ip.value);
+    return `${v >>> 24}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
   }
+  const digits = ip.value.toString(16).padStart(32, '0');
   const groups: number[] = [];
-  for (let i = 7; i >= 0; i--) groups.push(Number((ip.value >> BigInt(i * 16)) & 0xffffn));
+  for (let i = 0; i < 32; i += 4) groups.push(parseInt(digits.slice(i, i + 4), 16));
   let bestStart = -1;
   let bestLen = 1;
   for (let i = 0; i < 8; ) {

@@ -33,5 +33,8 @@ test('other kinds decode to their kind; tun and wireguard by name; ip bytes roun
   assert.deepEqual(decodeLinkInfo(kindOnly('tun')), { kind: 'tun' });
   assert.deepEqual(decodeLinkInfo(kindOnly('wireguard')), { kind: 'wireguard' });
   assert.equal(decodeLinkInfo(Buffer.alloc(0)), undefined);
-  for (const t of ['203.0.113.9', 'fd00::1']) assert.equal(formatIp(bytesIp(ipBytes(parseIp(t)))!), t);
+  for (const t of ['203.0.113.9', 'fd00::1', '0.0.0.1', '::']) assert.equal(formatIp(bytesIp(ipBytes(parseIp(t)))!), t);
+  assert.deepEqual([...ipBytes(parseIp('203.0.113.9'))], [203, 0, 113, 9]);
+  assert.equal(ipBytes(parseIp('fd00::1:2')).toString('hex'), 'fd000000000000000000000000010002');
+  assert.equal(formatIp(bytesIp(Buffer.from('0000000000000000000000000000000a', 'hex'))!), '::a');
 });

@@ -43,20 +43,12 @@ const be16 = (v: number): Buffer => {
 
 export function ipBytes(ip: IpAddr): Buffer {
   const len = ip.family === 4 ? 4 : 16;
-  const b = Buffer.alloc(len);
-  let v = ip.value;
-  for (let i = len - 1; i >= 0; i--) {
-    b[i] = Number(v & 0xffn);
-    v >>= 8n;
-  }
-  return b;
+  return Buffer.from(ip.value.toString(16).padStart(len * 2, '0'), 'hex');
 }
 
 export function bytesIp(b: Buffer): IpAddr | undefined {
   if (b.length !== 4 && b.length !== 16) return undefined;
-  let v = 0n;
-  for (const byte of b) v = (v << 8n) | BigInt(byte);
-  return { family: b.length === 4 ? 4 : 6, value: v };
+  return { family: b.length === 4 ? 4 : 6, value: BigInt(`0x${b.toString('hex')}`) };
 }
 
 /** IFLA_LINKINFO for a new link of this kind. */
