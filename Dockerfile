@@ -25,4 +25,5 @@ RUN mkdir -p /opt/weft/bin /opt/weft/native/sd-notify/build/Release /opt/weft/na
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends iptables nftables iproute2 && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/weft /opt/weft
+COPY deploy/mk-docker-opts.sh /opt/bin/mk-docker-opts.sh
 ENTRYPOINT ["/opt/weft/bin/flanneld"]

@@ -40,6 +40,9 @@ for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tu
   mkdir -p "$stage/opt/weft/native/$(dirname "$addon")"
   cp "native/$addon" "$stage/opt/weft/native/$addon"
 done
+# flannel's helper for Docker hosts, weft's own, where flannel's image has it.
+mkdir -p "$stage/opt/bin"
+cp deploy/mk-docker-opts.sh "$stage/opt/bin/mk-docker-opts.sh"
 cp package.json package-lock.json "$stage/opt/weft/"
 (cd "$stage/opt/weft" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error && rm package-lock.json)
 # Prebuilt addons for other machines are not needed on this one.

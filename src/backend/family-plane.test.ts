@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { parseNetworkConfig } from '../config/network-config.js';
 import { isWeftError } from '../core/errors.js';
 import { parseCidr } from '../ip/cidr.js';
-import { parseIp } from '../ip/ip.js';
+import { formatIp, parseIp } from '../ip/ip.js';
 import type { Lease } from '../lease/lease.js';
 import type { ExternalInterface } from './external-interface.js';
 import { familyPlanes, withLease } from './family-plane.js';
@@ -39,8 +39,8 @@ test('a family without a network or an address is a configuration error naming t
   assert.throws(() => familyPlanes(dual, v4only), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /no usable IPv6 address.*--public-ipv6/.test(err.message));
   const noNet = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"Backend":{"Type":"vxlan"}}', 'kube');
   assert.throws(() => familyPlanes(noNet, ext), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /no IPv6Network/.test(err.message));
-  const inside = { ...ext, publicIpv6: parseIp('2001:db8:1800:ff::1') };
-  assert.throws(() => familyPlanes(dual, inside), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /inside the pod network/.test(err.message));
+  const inside = { ...ext, publicIp: parseIp('198.18.200.1'), publicIpv6: parseIp('2001:db8:1800:ff::1') };
+  assert.deepEqual(familyPlanes(dual, inside).map((p) => formatIp(p.publicIp)), ['198.18.200.1', '2001:db8:1800:ff::1'], 'node addresses inside Network are allowed (a 10/8 Network carved with SubnetMin/SubnetMax)');
 });
 
 test('a lease is the union of its families\' programs; a bad family is left out and named, two bad families refuse it', () => {
@@ -69,11 +69,4 @@ test('a lease is the union of its families\' programs; a bad family is left out 
   const single = programFamilies(lease(2, { publicIp: parseIp('127.0.0.1') }), [planes[0]!], route);
   assert.ok(isRefusal(single));
   assert.match(single.refused, /^its public IP 127\.0\.0\.1/, 'one family: no family prefix');
-});
-
-test('the planes of an etcd config carry its subnet lengths; a kube config has none', () => {
-  const planes = familyPlanes(parseNetworkConfig('{"Network":"198.18.0.0/16","SubnetLen":26,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}'), ext);
-  assert.deepEqual(planes.map((p) => p.subnetLen), [26, 64]);
-  const kube = familyPlanes(parseNetworkConfig('{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}', 'kube'), ext);
-  assert.equal(kube[0]!.subnetLen, undefined);
 });

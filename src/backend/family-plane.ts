@@ -7,7 +7,7 @@
  */
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { NetworkConfig } from '../config/network-config.js';
-import { type Cidr, containsIp } from '../ip/cidr.js';
+import type { Cidr } from '../ip/cidr.js';
 import type { Family, IpAddr } from '../ip/ip.js';
 import { type Lease, subnetOf } from '../lease/lease.js';
 import type { ExternalInterface } from './external-interface.js';
@@ -16,8 +16,6 @@ export interface FamilyPlane {
   readonly family: Family;
   /** `Network` or `IPv6Network`. */
   readonly network: Cidr;
-  /** `SubnetLen` or `IPv6SubnetLen` where the config sets the lease length (etcd mode; in kube mode the podCIDR is the lease). */
-  readonly subnetLen?: number;
   /** What peers send to: `--public-ip(v6)`, else the interface address. */
   readonly publicIp: IpAddr;
   /** The external interface's own address of this family. */
@@ -52,11 +50,7 @@ export function familyPlanes(config: NetworkConfig, ext: ExternalInterface): Fam
       const flag = family === 4 ? '--public-ip' : '--public-ipv6';
       throw new WeftError(ErrorCodes.CONFIG, `${familyName(family)} is enabled but ${ext.name} has no usable ${familyName(family)} address (give one to the interface, or use ${flag})`);
     }
-    if (containsIp(network, publicIp)) {
-      throw new WeftError(ErrorCodes.CONFIG, `this node's public ${familyName(family)} address lies inside the pod network ${family === 4 ? 'Network' : 'IPv6Network'}`);
-    }
-    const subnetLen = (family === 4 ? config.ipv4 : config.ipv6)?.subnetLen;
-    return { family, network, publicIp, ...(subnetLen !== undefined ? { subnetLen } : {}), ...(ifaceAddr ? { ifaceAddr } : {}) };
+    return { family, network, publicIp, ...(ifaceAddr ? { ifaceAddr } : {}) };
   });
 }
 

@@ -5,7 +5,7 @@
  * about what a lease may hold lives here, and every refusal carries the code that `/metrics`
  * counts (`weft_peers{state="refused",reason=...}`) and `weft status` shows. Pure.
  */
-import { containsCidr, containsIp, formatCidr, overlaps } from '../ip/cidr.js';
+import { containsIp, formatCidr, overlaps } from '../ip/cidr.js';
 import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
 import { type Lease, backendDataOf, publicIpOf, subnetOf } from '../lease/lease.js';
 import { type FamilyPlane, familyName } from './family-plane.js';
@@ -31,15 +31,20 @@ export function peerProblem(lease: Lease, plane: FamilyPlane): Refusal | undefin
   const v = f === 4 ? '' : 'IPv6 ';
   const no = (code: string, refused: string): Refusal => ({ code, refused });
   if (!subnet) return no('no_subnet', `it has no ${familyName(f)} subnet`);
-  if (!containsCidr(plane.network, subnet)) return no('outside_network', `its ${v}subnet ${formatCidr(subnet)} is outside the ${v}network ${formatCidr(plane.network)}`);
-  if (subnet.prefix <= plane.network.prefix) return no('covers_network', `its ${v}subnet ${formatCidr(subnet)} is the whole ${v}network`);
-  if (plane.subnetLen !== undefined && subnet.prefix !== plane.subnetLen) {
-    return no('subnet_length', `its ${v}subnet length /${subnet.prefix} is not the configured ${f === 4 ? 'SubnetLen' : 'IPv6SubnetLen'} /${plane.subnetLen}`);
+  // Leases outside the network, or of another length than SubnetLen, are programmed as flanneld
+  // programs them (a SubnetLen change under way, kube podCIDRs outside Network); only a subnet as
+  // large as the network, which would take every pod's route, is refused.
+  if (subnet.prefix <= plane.network.prefix) {
+    return overlaps(subnet, plane.network) ? no('covers_network', `its ${v}subnet ${formatCidr(subnet)} covers the whole ${v}network`) : no('larger_than_network', `its ${v}subnet ${formatCidr(subnet)} is no smaller than the ${v}network ${formatCidr(plane.network)}`);
   }
   if (plane.subnet && overlaps(subnet, plane.subnet)) return no('overlaps_own', `its ${v}subnet overlaps this node's own`);
   if (!ip) return no('no_public_ip', `it has no public ${familyName(f)} address`);
   if (ip.family !== f) return no('wrong_family', `its public ${familyName(f)} address ${formatIp(ip)} is of the other family`);
-  if (containsIp(plane.network, ip)) return no('public_ip_in_pod_network', `its public IP ${formatIp(ip)} lies inside the pod network`);
+  // Node addresses may lie inside Network (a 10/8 Network carved with SubnetMin/SubnetMax); what
+  // breaks is an underlay address inside a subnet: packets for it would enter the overlay.
+  if (containsIp(subnet, plane.publicIp)) return no('covers_own_public_ip', `its ${v}subnet ${formatCidr(subnet)} holds this node's public IP ${formatIp(plane.publicIp)}`);
+  if (plane.subnet && containsIp(plane.subnet, ip)) return no('public_ip_in_own_subnet', `its public IP ${formatIp(ip)} lies inside this node's subnet ${formatCidr(plane.subnet)}`);
+  if (containsIp(subnet, ip)) return no('public_ip_in_its_subnet', `its public IP ${formatIp(ip)} lies inside its own subnet ${formatCidr(subnet)}`);
   if (ipEquals(ip, plane.publicIp)) return no('own_public_ip', `its public IP ${formatIp(ip)} is this node's own`);
   if (!isUnicast(ip)) return no('not_unicast', `its public IP ${formatIp(ip)} is not a unicast address`);
   const data = backendDataOf(lease.attrs, f);

@@ -620,3 +620,19 @@ test('a write that fails in the first pass is retried after the backoff, with no
   await reconciler.refresh(AbortSignal.timeout(1000));
   assert.deepEqual(published.slice(before), [{ family: 4, programmed: 1, refused: {} }]);
 });
+
+test('a public IP inside an established lease\'s subnet is refused; programmed once that lease is gone', async (t) => {
+  const inside: Lease = { ...lease(4), attrs: { ...lease(4).attrs, publicIp: parseIp('198.18.2.77') }, created: 9 };
+  const { nl, events, counts, reconciler } = start(t, [inside, { ...lease(2), created: 3 }, lease(3)]);
+  await waitUntil('the established leases are programmed', () => counts().routes === 2);
+  assert.equal(nl.routeTable.has('198.18.4.0/24'), false);
+  const refused = reconciler.status().find((p) => p.subnet === '198.18.4.0/24');
+  assert.match(refused!.reason!, /public IP 198\.18\.2\.77 lies inside the subnet 198\.18\.2\.0\/24 of the lease of 198\.18\.2\.0\/24/);
+  // The reverse: a newcomer whose subnet holds an established peer's public IP.
+  const covering: Lease = { ...lease(203), subnet: { ipv4: parseCidr('203.0.113.0/28') } };
+  events.push([{ type: 'added', lease: covering }]);
+  await waitUntil('refused as covering', () => reconciler.status().some((p) => p.subnet === '203.0.113.0/28' && p.state === 'refused'));
+  assert.ok(reconciler.status().some((p) => p.subnet === '203.0.113.0/28' && /holds the public IP 203\.0\.113\.2 of the lease of 198\.18\.2\.0\/24/.test(p.reason ?? '')), JSON.stringify(reconciler.status()));
+  events.push([{ type: 'removed', lease: lease(2) }]);
+  await waitUntil('the refused lease is programmed once the holder is gone', () => nl.routeTable.has('198.18.4.0/24'));
+});

@@ -28,13 +28,15 @@ import { publish } from '../core/events.js';
 import { errorMessage } from '../core/errors.js';
 import { memoryFigures, releaseMemory, releaseMemoryAtMostEvery } from '../core/memory.js';
 import type { Logger } from '../core/log.js';
-import type { Family } from '../ip/ip.js';
+import { type Family, formatIp } from '../ip/ip.js';
+import { formatCidr } from '../ip/cidr.js';
 import { type Lease, type LeaseEvent, formatPublicIps, formatSubnetPair } from '../lease/lease.js';
 import { formatSubnetKey } from '../lease/subnet-key.js';
 import type { Netlink, NetlinkChange } from '../netlink/netlink.js';
 import { DesiredState } from './desired-state.js';
 import type { EntryKind, PeerProgram, Program } from './entry-kind.js';
 import { type Refusal, isRefusal } from './lease-program.js';
+import { UnderlayIndex } from './underlay-clash.js';
 import { type KnownPeer, type PeerStatus, type RefusedPeer, peerCounts, peerStatus } from './peer-report.js';
 
 /** What a backend tells the reconciler. */
@@ -95,6 +97,8 @@ export class Reconciler {
   #unparsedSeen = false;
   /** Leases refused because an established peer holds what they claim: tried again after changes. */
   readonly #conflicted = new Set<string>();
+  /** The programmed peers' subnets and public IPs, for the clash of one's address with another's subnet. */
+  readonly #underlay = new UnderlayIndex();
   /** Off for the first pass, which programs every peer rather than repairing anything. */
   #countRepairs = false;
   /** Kernel writes that failed, ever: a pass that adds none resets the retry backoff. */
@@ -192,6 +196,9 @@ export class Reconciler {
           // The first batch is the whole set: record it and let one reconcile write only what
           // the kernel lacks (nothing at all after a restart), instead of rewriting every entry.
           // Oldest first, so that of two leases claiming one thing the established one keeps it.
+          // A collection first: the listing's garbage goes, and no marking cycle begun before it
+          // keeps alive what the burst below allocates (the start-up peak, docs/benchmarks.md).
+          releaseMemory();
           for (const event of [...batch].sort(byCreation)) {
             const key = formatSubnetKey(event.lease.subnet);
             const program = event.type === 'added' ? this.#program(key, event.lease) : undefined;
@@ -389,6 +396,7 @@ export class Reconciler {
     this.#deletePeer(key);
     this.#peers.set(key, { lease, program, since: this.#clock.now() });
     this.#desired.add(program.entries);
+    this.#underlay.add(key, lease, program.families);
   }
 
   #deletePeer(key: string): void {
@@ -396,10 +404,11 @@ export class Reconciler {
     if (!old) return;
     this.#peers.delete(key);
     this.#desired.remove(old.program.entries);
+    this.#underlay.remove(key);
   }
 
   #program(key: string, lease: Lease): PeerProgram | undefined {
-    const result = this.#claimed(key, this.#scope.program(lease));
+    const result = this.#claimed(key, lease, this.#scope.program(lease));
     if (result === null || result.refused === undefined) {
       this.#refused.delete(key);
       return result === null || isRefusal(result) ? undefined : result;
@@ -417,9 +426,19 @@ export class Reconciler {
   }
 
   /** The program, or a refusal when it wants what an established peer (or the node) holds in another form. */
-  #claimed(key: string, result: PeerProgram | Refusal | null): PeerProgram | Refusal | null {
+  #claimed(key: string, lease: Lease, result: PeerProgram | Refusal | null): PeerProgram | Refusal | null {
     this.#conflicted.delete(key);
     if (result === null || isRefusal(result)) return result;
+    const underlay = this.#underlay.clash(key, lease, result.families);
+    if (underlay) {
+      this.#conflicted.add(key);
+      const holder = this.#peers.get(underlay.holder)?.lease;
+      const named = holder ? `the lease of ${formatSubnetPair(holder.subnet)} (${formatPublicIps(holder.attrs)})` : underlay.holder;
+      const text = underlay.code === 'public_ip_in_lease_subnet'
+        ? `its public IP ${formatIp(underlay.ip)} lies inside the subnet ${formatCidr(underlay.subnet)} of ${named}`
+        : `its subnet ${formatCidr(underlay.subnet)} holds the public IP ${formatIp(underlay.ip)} of ${named}`;
+      return { code: underlay.code, refused: text };
+    }
     const clash = this.#desired.conflict(result.entries, this.#peers.get(key)?.program.entries);
     if (!clash) return result;
     this.#conflicted.add(key);

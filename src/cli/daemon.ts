@@ -17,7 +17,7 @@ import { type Logger, createLogger } from '../core/log.js';
 import type { NetworkConfig } from '../config/network-config.js';
 import { type Cidr, formatCidr } from '../ip/cidr.js';
 import { BlackholeRoutes } from '../backend/blackhole-route.js';
-import { formatIp } from '../ip/ip.js';
+import { type IpAddr, formatIp } from '../ip/ip.js';
 import { type Lease, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../lease/lease.js';
 import type { Network } from '../backend/backend.js';
 import { backendFactory } from '../backend/registry.js';
@@ -27,6 +27,8 @@ import { FileKeyStore } from '../backend/key-store.js';
 import { RtNetlink } from '../netlink/rtnetlink.js';
 import { writeSubnetEnv } from '../subnet/subnet-env.js';
 import { Iptables } from '../traffic/iptables.js';
+import { detectIptablesVariant } from '../traffic/iptables-variant.js';
+import { execCommand } from '../traffic/exec.js';
 import { Nftables } from '../traffic/nftables.js';
 import type { TrafficManager } from '../traffic/traffic-manager.js';
 import { startHealthServer } from '../health/health-server.js';
@@ -198,16 +200,18 @@ class Agent {
         log.info({ [key]: overrides[key] }, 'public address taken from the node\'s annotation');
         publicIps[key] = overrides[key];
       }
-      const { iface, how } = await selectExternalInterface(nl, {
+      const { iface, how, skipped } = await selectExternalInterface(nl, {
         iface: flags.iface,
         ifaceRegex: flags['iface-regex'],
         ifaceCanReach: flags['iface-can-reach'],
         ...publicIps,
         families: enabledFamilies(config),
       });
+      for (const reason of skipped) log.info({ reason }, 'could not use an interface the flags name; trying the next');
       const planes = familyPlanes(config, iface);
+      const text = (ip: IpAddr | undefined): string | undefined => (ip ? formatIp(ip) : undefined);
       log.info(
-        { iface: iface.name, chosenBy: how, publicIp: iface.publicIp ? formatIp(iface.publicIp) : undefined, publicIpv6: iface.publicIpv6 ? formatIp(iface.publicIpv6) : undefined, mtu: iface.mtu, families: planes.map((p) => p.family) },
+        { iface: iface.name, chosenBy: how, ifaceAddr: text(iface.ifaceAddr), ifaceAddr6: text(iface.ifaceAddr6), publicIp: text(iface.publicIp), publicIpv6: text(iface.publicIpv6), mtu: iface.mtu, families: planes.map((p) => p.family) },
         'using external interface',
       );
       this.#iface = iface;
@@ -321,7 +325,11 @@ class Agent {
       resyncMs: flags['iptables-resync'] * 1000,
       rules: { masquerade: flags['ip-masq'], forward: flags['iptables-forward-rules'], randomFully: !flags['ip-masq-fully-random-disable'] },
     };
-    return config.enableNFTables ? Nftables.create(options) : new Iptables(options);
+    if (config.enableNFTables) return Nftables.create(options);
+    // Where kube-proxy's and Docker's rules are, as flannel's image (iptables-wrapper) decides.
+    const { variant, why } = await detectIptablesVariant(execCommand);
+    log.info({ variant: variant ?? 'as installed', why }, `iptables: ${variant ? `iptables-${variant}` : 'iptables'}`);
+    return new Iptables({ ...options, ...(variant ? { variant } : {}) });
   }
 
   /** Installs the rules; a failure is logged once per problem and leaves the agent not ready. */

@@ -124,3 +124,10 @@ test('br_netfilter: not loaded fails with modprobe, off fails with the sysctl, n
   assert.equal(verdict({ ...healthy, bridgeNfCall: { 4: 1 } }, 'br_netfilter').result, 'fail', 'an IPv6 subnet needs it');
   assert.equal(verdict({ ...unloaded, status: { ...status, trafficMode: 'nftables' } }, 'br_netfilter').result, 'skip');
 });
+
+test('the iptables variant the agent uses is reported with its reason; in nftables mode there is none', () => {
+  const v = verdict({ ...healthy, iptablesVariant: { variant: 'legacy', why: 'kubelet\'s hint chain is in the legacy tables' } }, 'iptables variant');
+  assert.equal(v.result, 'ok');
+  assert.match(v.detail, /iptables-legacy: kubelet's hint chain is in the legacy tables/);
+  assert.ok(!runChecks(healthy).some((x) => x.check === 'iptables variant'));
+});

@@ -43,6 +43,8 @@ export interface HostFacts {
   /** Rule counts (`-A` lines) in the legacy and the nf_tables iptables backends. */
   readonly legacyRules: number;
   readonly nftRules: number;
+  /** Which iptables the agent uses on this host, and why (iptables-variant.ts); undefined in nftables mode. */
+  readonly iptablesVariant?: { readonly variant: string | undefined; readonly why: string };
   /**
    * vxlan: a ping to each programmed peer's vxlan device address, which crosses the underlay in
    * the peer's UDP port; undefined when there is no agent or the backend is not vxlan.
@@ -98,6 +100,7 @@ export function runChecks(f: HostFacts): Verdict[] {
       ? fail('iptables backends', `rules in both iptables backends (legacy: ${f.legacyRules}, nf_tables: ${f.nftRules}): each half is invisible to the other's tools`, 'make every program on the node use one backend (update-alternatives --config iptables), then remove the other\'s rules')
       : ok('iptables backends', f.legacyRules > 0 ? 'rules in the legacy backend only' : 'rules in the nf_tables backend only, or none'),
   );
+  if (f.iptablesVariant) out.push(ok('iptables variant', `the agent uses ${f.iptablesVariant.variant ? `iptables-${f.iptablesVariant.variant}` : 'iptables as installed'}: ${f.iptablesVariant.why}`));
   return out;
 }
 

@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { cidrEquals, containsCidr, formatCidr, tryParseCidr } from '../ip/cidr.js';
 import { readSubnetEnv } from '../subnet/subnet-env.js';
+import { detectIptablesVariant } from '../traffic/iptables-variant.js';
 import { execCommand, isMissingCommand } from '../traffic/exec.js';
 import { type DeviceFact, type HostFacts, type Verdict, runChecks } from './doctor-checks.js';
 import { fetchStatus, statusUrl } from './status-client.js';
@@ -112,6 +113,7 @@ async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
 
   const legacyRules = ruleLines(await run('iptables-legacy-save', [])) + ruleLines(await run('ip6tables-legacy-save', []));
   const nftRules = ruleLines(await run('iptables-nft-save', [])) + ruleLines(await run('ip6tables-nft-save', []));
+  const iptablesVariant = status?.trafficMode === 'nftables' ? undefined : await detectIptablesVariant(execCommand);
   const ip6Forward = env?.ipv6Subnet ? (await sysctl('net/ipv6/conf/all/forwarding')) === 1 : undefined;
   const nf4 = await sysctl('net/bridge/bridge-nf-call-iptables');
   const nf6 = await sysctl('net/bridge/bridge-nf-call-ip6tables');
@@ -130,6 +132,7 @@ async function gatherFacts(o: DoctorOptions): Promise<HostFacts> {
     clusterRoutes,
     legacyRules,
     nftRules,
+    ...(iptablesVariant ? { iptablesVariant } : {}),
     ...(vxlanProbes ? { vxlanProbes } : {}),
     ...(ethtool ? { checksumOffload: offloading } : {}),
     natted,

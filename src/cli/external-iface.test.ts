@@ -85,3 +85,65 @@ test('IPv6: the interface\'s global, permanent, non-temporary address; the IPv6 
   assert.equal((await pick({ iface: ['2001:db8:113::7'], families: [4, 6] })).name, 'ens5');
   await assert.rejects(pick({ publicIpv6: '203.0.113.1' }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /--public-ipv6 must be an IPv6 address/.test(err.message));
 });
+
+test('the address a rule names is the interface address, not the interface\'s first one', async () => {
+  const withPrefsrc = { ...kernel, routeGet: async () => ({ ...routes[0]!, prefsrc: parseIp('203.0.113.5') }) } as unknown as Netlink;
+  const pick = async (o: Partial<IfaceOptions>, nl: Netlink = kernel) => (await selectExternalInterface(nl, { ...none, ...o })).iface;
+  const cases: Array<[string, Partial<IfaceOptions>, Netlink?]> = [
+    ['--iface=<IP>', { iface: ['203.0.113.5'] }],
+    ['--public-ip on this host', { publicIp: '203.0.113.5' }],
+    ['--iface-regex matching an address', { ifaceRegex: ['\\.5$'] }],
+    ['--iface-can-reach: the route\'s source', { ifaceCanReach: '203.0.113.77' }, withPrefsrc],
+  ];
+  for (const [what, o, nl] of cases) {
+    const iface = await pick(o, nl);
+    assert.equal(iface.name, 'eth0', what);
+    assert.equal(formatIp(iface.ifaceAddr!), '203.0.113.5', what);
+    assert.equal(formatIp(iface.publicIp!), '203.0.113.5', what);
+  }
+  const byName = await pick({ iface: ['eth0'] });
+  assert.equal(formatIp(byName.ifaceAddr!), '203.0.113.6', 'a name alone takes the best address');
+});
+
+test('an --iface or --iface-regex candidate without an address of each family is skipped for the next', async () => {
+  const bare = { ...kernel, links: async () => [...links, { index: 4, name: 'dummy0', mtu: 1500, up: true }] } as unknown as Netlink;
+  const chosen = await selectExternalInterface(bare, { ...none, iface: ['wlan0', 'dummy0', '2001:db8:113::7', 'ens5'] });
+  assert.equal(chosen.iface.name, 'ens5');
+  assert.equal(chosen.how, '--iface=ens5');
+  assert.equal(chosen.skipped.length, 3);
+  assert.match(chosen.skipped[1]!, /--iface=dummy0: no IPv4 address on dummy0/);
+  assert.match(chosen.skipped[2]!, /not an address of an enabled family/, 'an IPv6 --iface in IPv4 mode');
+  await assert.rejects(selectExternalInterface(bare, { ...none, iface: ['dummy0'] }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /no IPv4 address on dummy0/.test(err.message));
+  const byRegexName = await selectExternalInterface(bare, { ...none, ifaceRegex: ['^dummy', '^ens'] });
+  assert.equal(byRegexName.iface.name, 'ens5');
+  assert.equal(byRegexName.skipped.length, 1);
+});
+
+test('--iface-regex looks at the addresses of the enabled families only, and needs a match per family in dual-stack', async () => {
+  const v6 = [...addresses, addr(2, '2001:db8:113::6', 64), addr(3, '2001:db8:113::7', 64)];
+  const k6 = { ...kernel, addresses: async () => v6 } as unknown as Netlink;
+  await assert.rejects(selectExternalInterface(k6, { ...none, ifaceRegex: ['^2001:db8:113::7$'] }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG'), 'IPv4 mode ignores IPv6 addresses');
+  const only6 = await selectExternalInterface(k6, { ...none, families: [6], ifaceRegex: ['::7$'] });
+  assert.equal(only6.iface.name, 'ens5');
+  assert.equal(formatIp(only6.iface.ifaceAddr6!), '2001:db8:113::7');
+  const dual = await selectExternalInterface(k6, { ...none, families: [4, 6], ifaceRegex: ['^(203\\.0\\.113\\.5|2001:db8:113::7)$', '^(198\\.51\\.100\\.7|2001:db8:113::7)$'] });
+  assert.equal(dual.iface.name, 'ens5', 'the first pattern matches IPv4 on eth0 and IPv6 on ens5: no interface has both');
+  assert.equal(dual.how, '--iface-regex=^(198\\.51\\.100\\.7|2001:db8:113::7)$');
+  assert.equal(formatIp(dual.iface.ifaceAddr!), '198.51.100.7');
+  assert.equal(formatIp(dual.iface.ifaceAddr6!), '2001:db8:113::7');
+});
+
+test('dual-stack: a --public-ipv6 on the chosen interface is its IPv6 address; on another interface it rules the --iface out', async () => {
+  const v6 = [...addresses, addr(2, '2001:db8:113::6', 64), addr(2, '2001:db8:113::9', 64), addr(3, '2001:db8:113::7', 64)];
+  const k6 = { ...kernel, addresses: async () => v6 } as unknown as Netlink;
+  const pick = (o: Partial<IfaceOptions>) => selectExternalInterface(k6, { ...none, families: [4, 6], ...o });
+  const both = await pick({ publicIp: '203.0.113.5', publicIpv6: '2001:db8:113::9' });
+  assert.equal(formatIp(both.iface.ifaceAddr!), '203.0.113.5');
+  assert.equal(formatIp(both.iface.ifaceAddr6!), '2001:db8:113::9');
+  const named = await pick({ iface: ['203.0.113.5'], publicIpv6: '2001:db8:113::9' });
+  assert.equal(formatIp(named.iface.ifaceAddr6!), '2001:db8:113::9');
+  await assert.rejects(pick({ iface: ['203.0.113.5'], publicIpv6: '2001:db8:113::7' }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /must be the IPv4 interface eth0/.test(err.message));
+  const natted = await pick({ publicIp: '198.51.100.200' });
+  assert.equal(natted.how, 'default route', 'a public IP not on this host leaves the choice to the default route');
+  assert.equal(formatIp(natted.iface.ifaceAddr!), '203.0.113.6');
+});

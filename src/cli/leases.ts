@@ -13,7 +13,6 @@ import { formatIp } from '../ip/ip.js';
 import { decodeLeaseAttrs } from '../lease/lease-codec.js';
 import { type LeaseAttrs, type SubnetPair, formatSubnetPair } from '../lease/lease.js';
 import { parseSubnetKey } from '../lease/subnet-key.js';
-import { holdsPlace } from '../subnet/allocator.js';
 import { connectEtcd } from './etcd-connect.js';
 import { parseFlags, usage } from './flags.js';
 import type { Io } from './io.js';
@@ -109,10 +108,11 @@ function row(kv: { key: string; value: string; lease: string }, dir: string, con
   return { row: r, order: subnet ? [at(subnet.ipv4), at(subnet.ipv6)] : [1n << 129n] };
 }
 
-/** Why a subnet key holds no place in the configured network (so blocks nothing and is programmed by no peer). */
+/** Why no weft agent programs a subnet key (peer-checks.ts), which then blocks no allocation either. */
 function placeProblem(config: NetworkConfig, subnet: SubnetPair): string | undefined {
   for (const [range, cidr, name] of [[config.ipv4, subnet.ipv4, 'IPv4'], [config.ipv6, subnet.ipv6, 'IPv6']] as const) {
-    if (range && cidr && !holdsPlace(range, cidr)) return `its ${name} subnet is not a /${range.subnetLen} inside the network: no agent programs it, and it blocks no allocation`;
+    // A lease outside the network is a peer like any other (flanneld programs it too).
+    if (range && cidr && cidr.prefix <= range.network.prefix) return `its ${name} subnet is no smaller than the network: no weft agent programs it, and it blocks no allocation`;
   }
   return undefined;
 }

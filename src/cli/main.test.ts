@@ -90,7 +90,7 @@ test('leases lists what is in etcd in address order, with TTLs and what no agent
   const lines = byFlag.stdout.trim().split('\n');
   assert.match(lines[0]!, /^SUBNET\s+PUBLIC IP\s+PUBLIC IPV6\s+BACKEND\s+KIND\s+TTL\s+NOTE$/);
   assert.deepEqual(lines.slice(1, -1).map((l) => l.split(/\s{2,}/)[0]), ['198.18.0.0/16', '198.18.5.0/24', '198.18.6.0/24', '198.18.10.0/24', '198.18.40.0/24'], 'in address order, not as strings');
-  assert.match(lines[1]!, /198\.18\.0\.0\/16 .* reservation +- +its IPv4 subnet is not a \/24 inside the network/);
+  assert.match(lines[1]!, /198\.18\.0\.0\/16 .* reservation +- +its IPv4 subnet is no smaller than the network: no weft agent programs it/);
   assert.match(lines[3]!, /198\.18\.6\.0\/24 .*invalid value/);
   assert.match(lines[4]!, /198\.18\.10\.0\/24 +203\.0\.113\.10 +- +host-gw +lease +(1h59m|2h00m)$/);
   assert.match(lines[5]!, /198\.18\.40\.0\/24 +127\.0\.0\.1 .* this node$/);
@@ -206,7 +206,7 @@ test('agent: EnableNFTables on a node without nft stops before any lease is take
   const tools = join(dir, 'bin');
   await mkdir(tools);
   for (const tool of ['readlink', 'dirname', 'basename']) await symlink(`/usr/bin/${tool}`, join(tools, tool));
-  const r = await weft(['agent', `--etcd-endpoints=${etcd.endpoint}`, `--subnet-file=${join(dir, 'subnet.env')}`, '--iface=lo', '--public-ip=203.0.113.9'], { PATH: tools });
+  const r = await weft(['agent', `--etcd-endpoints=${etcd.endpoint}`, `--subnet-file=${join(dir, 'subnet.env')}`, '--iface-can-reach=127.0.0.1', '--public-ip=203.0.113.9'], { PATH: tools });
   assert.equal(r.code, 2, r.stderr);
   assert.match(r.stderr, /EnableNFTables, but this node has no nft command/);
   const leases = await etcd.admin.range('/coreos.com/network/subnets/', { prefix: true, signal: AbortSignal.timeout(5000) });

@@ -84,3 +84,33 @@ test('hardened: the host gets only /opt/cni/bin and /etc/cni/net.d, init contain
   const args = agent!['args'] as string[];
   assert.equal(parseFlags(agentFlags, args, {}).values['healthz-ip'], '127.0.0.1');
 });
+
+test('migration: weft in flannel\'s namespace with flannel\'s ConfigMap and paths, on labelled nodes only; flannel\'s patch keeps flanneld off them', () => {
+  const load = (file: string): Obj[] => parseAllDocuments(readFileSync(new URL(`../../../deploy/${file}`, import.meta.url), 'utf8')).map((d) => d.toJS() as Obj).filter(Boolean);
+  const migrate = load('kube-weft-migrate.yml');
+  assert.deepEqual(migrate.map((d) => d.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'DaemonSet', 'ServiceAccount'], 'no namespace or ConfigMap of its own');
+  for (const d of migrate) if (d.metadata.namespace !== undefined) assert.equal(d.metadata.namespace, 'kube-flannel', d.kind);
+  const ds = migrate.find((d) => d.kind === 'DaemonSet')!;
+  const pod = at(ds, 'spec', 'template', 'spec') as Record<string, unknown>;
+  const volumes = pod['volumes'] as Array<{ name: string; configMap?: { name: string } }>;
+  assert.deepEqual(volumes.filter((v) => v.configMap).map((v) => v.configMap!.name), ['kube-flannel-cfg']);
+  const [agent] = pod['containers'] as Array<Record<string, unknown>>;
+  const flags = parseFlags(agentFlags, agent!['args'] as string[], {});
+  assert.equal(flags.values['net-config-path'], '/etc/kube-flannel/net-conf.json');
+  assert.equal(flags.values['healthz-port'], 8081, 'flannel\'s health port');
+  assert.equal(at(agent, 'livenessProbe', 'httpGet', 'port'), 8081);
+  assert.match(JSON.stringify(pod['initContainers']), /\/etc\/kube-flannel\/cni-conf\.json.*10-flannel\.conflist/);
+  assert.ok(JSON.stringify(agent!['volumeMounts']).includes('"/etc/kube-flannel/"'));
+  const terms = (node: unknown): unknown => at(node, 'affinity', 'nodeAffinity', 'requiredDuringSchedulingIgnoredDuringExecution', 'nodeSelectorTerms');
+  const weftTerms = terms(pod) as Array<{ matchExpressions: Array<{ key: string; operator: string; values: string[] }> }>;
+  const patch = load('kube-flannel-migrate-patch.yaml')[0]!;
+  const flannelTerms = terms(at(patch, 'spec', 'template', 'spec')) as typeof weftTerms;
+  // Each side has one term; a node is weft's exactly when flannel's term excludes it.
+  assert.equal(weftTerms.length, 1);
+  assert.equal(flannelTerms.length, 1);
+  const label = weftTerms[0]!.matchExpressions.find((e) => e.key === 'weft.io/agent')!;
+  assert.deepEqual([label.operator, label.values], ['In', ['weft']]);
+  const excluded = flannelTerms[0]!.matchExpressions.find((e) => e.key === label.key)!;
+  assert.deepEqual([excluded.operator, excluded.values], ['NotIn', label.values]);
+  assert.deepEqual(flannelTerms[0]!.matchExpressions.find((e) => e.key === 'kubernetes.io/os'), { key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }, 'flannel\'s own term kept');
+});

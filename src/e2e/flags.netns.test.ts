@@ -70,3 +70,15 @@ test('without the iptables binaries the agent runs not ready, as flanneld; it in
   await wait('ready once the tools are there', async () => (await cluster.health(n1, 8471, '/readyz')).status === 200);
   assert.match(await nsExec(n1.ns, 'iptables-save', ['-t', 'nat']), /-A FLANNEL-POSTRTG/);
 });
+
+test('on a host whose iptables is legacy (kubelet\'s hint chain there), the rules go to the legacy tables, as flannel\'s image puts them', { skip, timeout: 120_000 }, async (t) => {
+  const cluster = await Cluster.create({ nodes: 1, config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}', agentFlags: ['--ip-masq'] });
+  t.after(() => cluster.destroy());
+  const [n1] = cluster.nodes as [ClusterNode];
+  await nsExec(n1.ns, 'iptables-legacy', ['-t', 'mangle', '-N', 'KUBE-IPTABLES-HINT']);
+  cluster.startAgent(n1);
+  await wait('the rules are in', () => n1.log.includes('iptables rules installed'));
+  assert.match(n1.log, /"variant":"legacy"/);
+  assert.match(await nsExec(n1.ns, 'iptables-legacy-save', ['-t', 'nat']), /-A FLANNEL-POSTRTG/);
+  assert.doesNotMatch(await nsExec(n1.ns, 'iptables-nft-save', ['-t', 'nat']), /FLANNEL-POSTRTG/);
+});

@@ -89,6 +89,13 @@ export interface RouteSpec {
   readonly type?: 'unicast' | 'blackhole';
 }
 
+/**
+ * The protocol number of the routes weft writes (iproute2 shows `proto 87`): what marks a route as
+ * weft's, so that a backend owns what it wrote and leaves the operator's routes alone, static, BGP
+ * or DHCP ones into the same network included (flanneld writes `boot`, as `ip route add` does).
+ */
+export const RTPROT_WEFT = 87;
+
 export interface RouteInfo extends RouteSpec {
   readonly table: number;
   readonly protocol: number;

@@ -15,7 +15,7 @@ import { type Family, type IpAddr, formatIp } from '../ip/ip.js';
 import { bytesIp, decodeLinkInfo, encodeLinkInfo, ipBytes } from './link-info.js';
 import {
   type AddressInfo, type FdbInfo, type FdbSpec, KernelError, type LinkInfo, type LinkSpec, type Netlink, type NetlinkChange, type NeighbourChange, type NeighbourInfo,
-  type NeighbourSpec, type RouteInfo, type RouteSpec, errnoOf,
+  type NeighbourSpec, RTPROT_WEFT, type RouteInfo, type RouteSpec, errnoOf,
 } from './netlink.js';
 
 /**
@@ -35,7 +35,7 @@ const AF_INET = 2;
 const AF_INET6 = 10;
 const AF_BRIDGE = 7;
 const RT_TABLE_MAIN = 254;
-const RTPROT_BOOT = 3;
+const RTPROT_UNSPEC = 0;
 const RTNH_F_ONLINK = 4;
 const NLM_F_REPLACE = 0x100;
 const NLM_F_CREATE = 0x400;
@@ -201,17 +201,18 @@ export class RtNetlink implements Netlink {
   }
 
   async replaceRoute(route: RouteSpec): Promise<void> {
-    const [data, attrs] = this.#routeRequest(route);
+    const [data, attrs] = this.#routeRequest(route, RTPROT_WEFT);
     await request(`replace route ${cidrText(route.dst)}`, () => this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout }));
   }
 
   async addRoute(route: RouteSpec): Promise<void> {
-    const [data, attrs] = this.#routeRequest(route);
+    const [data, attrs] = this.#routeRequest(route, RTPROT_WEFT);
     await request(`add route ${cidrText(route.dst)}`, () => this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_EXCL, timeout }));
   }
 
   async deleteRoute(route: RouteSpec): Promise<void> {
-    const [data, attrs] = this.#routeRequest(route);
+    // Protocol 0 matches any: a route flanneld (or weft before proto 87) wrote is deleted too.
+    const [data, attrs] = this.#routeRequest(route, RTPROT_UNSPEC);
     await removal(`delete route ${cidrText(route.dst)}`, () => this.#sock.delRoute(data, attrs, { timeout }));
   }
 
@@ -397,14 +398,14 @@ export class RtNetlink implements Netlink {
     };
   }
 
-  #routeRequest(route: RouteSpec): [RtStructs.Route, RtStructs.RouteAttrs] {
+  #routeRequest(route: RouteSpec, protocol: number): [RtStructs.Route, RtStructs.RouteAttrs] {
     const family = route.dst.ip.family;
     const blackhole = route.type === 'blackhole';
     const data: RtStructs.Route = {
       family: af(family),
       dstLen: route.dst.prefix,
       table: RT_TABLE_MAIN,
-      protocol: RTPROT_BOOT,
+      protocol,
       scope: route.gateway || blackhole ? 0 : 253,
       type: blackhole ? 6 : 1,
       ...(route.onlink ? { flags: { __unknown: RTNH_F_ONLINK } } : {}),

@@ -87,12 +87,14 @@ test('in dual-stack, a lease of one family takes nothing of the other', () => {
   assert.deepEqual(allocateSubnet(v6only, [{ ipv4: parseCidr('198.18.1.0/24') }], () => 0), { ipv6: parseCidr('fc00:0:0:1::/64') });
 });
 
-test('a lease holds a place only with the configured length, inside the network, of the family', () => {
+test('a lease holds a place when peers program it: of the family, smaller than the network, overlapping it', () => {
   const range = big.ipv4!;
   assert.equal(holdsPlace(range, parseCidr('198.18.7.0/24')), true);
   assert.equal(holdsPlace(range, parseCidr('198.18.0.0/24')), true, 'below SubnetMin still inside the network');
-  assert.equal(holdsPlace(range, parseCidr('198.18.0.0/16')), false, 'another length');
-  assert.equal(holdsPlace(range, parseCidr('198.18.7.0/25')), false);
+  assert.equal(holdsPlace(range, parseCidr('198.18.0.0/15')), false, 'the whole network');
+  assert.equal(holdsPlace(range, parseCidr('198.0.0.0/8')), false, 'larger than the network');
+  assert.equal(holdsPlace(range, parseCidr('198.18.7.0/25')), true, 'another length');
+  assert.equal(holdsPlace(range, parseCidr('198.19.0.0/16')), true, 'half of the network');
   assert.equal(holdsPlace(range, parseCidr('203.0.113.0/24')), false, 'outside');
   assert.equal(holdsPlace(range, { ip: { family: 6, value: parseCidr('198.18.7.0/24').ip.value }, prefix: 24 }), false, 'another family');
 });
@@ -108,7 +110,7 @@ test('blockers: the leases of either family that hold a place and overlap the pa
   ];
   assert.deepEqual(blockers(dual, taken, pair).map(formatSubnetPair), ['198.18.1.0/24', '198.18.2.0/24,fc00:0:0:1::/64']);
   assert.deepEqual(blockers(dual, taken, { ipv4: parseCidr('198.18.3.0/24') }).map(formatSubnetPair), ['198.18.3.0/24'], 'a pair of one family');
-  assert.deepEqual(blockers(big, taken, pair).map(formatSubnetPair), ['198.18.1.0/24'], 'no IPv6 range: IPv6 blocks nothing');
+  assert.deepEqual(blockers(big, taken, pair).map(formatSubnetPair), ['198.18.1.0/24', '198.18.0.0/16'], 'no IPv6 range: IPv6 blocks nothing; in a /15 the /16 holds its half');
 });
 
 test('allocation keeps a fitting subnet of a family as given, and allocates the rest; out of subnets names the leases that hold the range', () => {

@@ -4,7 +4,7 @@
  */
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { NetworkConfig, SubnetRange } from '../config/network-config.js';
-import { type Cidr, containsCidr, formatCidr, lastIp, overlaps, subnetsOf } from '../ip/cidr.js';
+import { type Cidr, formatCidr, lastIp, overlaps, subnetsOf } from '../ip/cidr.js';
 import { formatIp } from '../ip/ip.js';
 import type { SubnetPair } from '../lease/lease.js';
 
@@ -22,13 +22,14 @@ export function inRange(range: SubnetRange, cidr: Cidr): boolean {
 }
 
 /**
- * Whether a lease's subnet holds a place in the range: of the configured length and inside the
- * network. A lease of any other shape (a `-16` key in a /24 cluster, a `-25`) is one no peer
- * programs (peer-checks.ts refuses it), so it must not block allocation either: flanneld counts
- * it, and one stray key then leaves a cluster "out of subnets".
+ * Whether a lease's subnet holds a place in the range: of the family, smaller than the network and
+ * overlapping it. That is what every agent programs (peer-checks.ts; flanneld programs every
+ * lease), so a new subnet must not overlap it, whatever its length. A lease as large as the
+ * network (a `-16` key in a /16 network) is one no weft programs, so it blocks nothing: flanneld
+ * counts it, and one stray key then leaves a cluster "out of subnets".
  */
 export function holdsPlace(range: SubnetRange, cidr: Cidr): boolean {
-  return cidr.ip.family === range.network.ip.family && cidr.prefix === range.subnetLen && containsCidr(range.network, cidr);
+  return cidr.ip.family === range.network.ip.family && cidr.prefix > range.network.prefix && overlaps(range.network, cidr);
 }
 
 /** The leases (their subnets) that hold a place in a range of `config` overlapping `pair`. */
@@ -89,7 +90,7 @@ export function allocateSubnet(config: NetworkConfig, taken: readonly SubnetPair
       const some = placed.slice(0, 3).map(formatCidr).join(', ');
       throw new WeftError(
         ErrorCodes.OUT_OF_SUBNETS,
-        `out of subnets: every /${range.subnetLen} of ${formatCidr(range.network)} from ${formatIp(range.subnetMin)} to ${formatIp(range.subnetMax)} is leased (${placed.length} leases hold a place, e.g. ${some || 'none'}; leases of another length or outside the network are not counted)`,
+        `out of subnets: every /${range.subnetLen} of ${formatCidr(range.network)} from ${formatIp(range.subnetMin)} to ${formatIp(range.subnetMax)} is leased (${placed.length} leases hold a place, e.g. ${some || 'none'}; leases as large as the network are not counted)`,
       );
     }
     return free[Math.floor(random() * free.length)] ?? free[0]!;

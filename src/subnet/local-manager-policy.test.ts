@@ -36,14 +36,16 @@ function setup(t: { after(fn: () => void): void }, config = v4) {
   return { clock, registry, manager, signal: ctl.signal };
 }
 
-test('keys no peer would program (a -16 or a -25 in a /24 cluster) block no allocation', async (t) => {
+test('a key no peer would program (a -16, larger than the network) blocks no allocation; a -25, which peers program, blocks its /24', async (t) => {
   const { registry, manager, signal } = setup(t);
   registry.write(pair('198.18.1.0/24'), attrsFor(11), day);
   registry.write(pair('198.18.2.0/24'), attrsFor(12), day);
   registry.write(pair('198.18.0.0/16'), attrsFor(99));
-  registry.write(pair('198.18.3.0/25'), attrsFor(98));
   const lease = await manager().acquireLease(attrsFor(1), signal);
   assert.equal(formatSubnetPair(lease.subnet), '198.18.3.0/24');
+  registry.remove(lease.subnet);
+  registry.write(pair('198.18.3.128/25'), attrsFor(98));
+  await assert.rejects(manager().acquireLease(attrsFor(2), signal), (err) => isWeftError(err, 'WEFT_ERR_OUT_OF_SUBNETS') && err.message.includes('3 leases hold a place'));
 });
 
 test('out of subnets names leases that hold the places, and counts only those', async (t) => {

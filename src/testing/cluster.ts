@@ -255,7 +255,9 @@ export class Cluster {
     // flanneld (an anchor binary, WEFT_TEST_AGENT_BIN) takes no `agent` command: Go's flag parsing stops at it.
     const bin = env['WEFT_TEST_AGENT_BIN'] ?? weftBin;
     const command = /flanneld[^/]*$/.test(bin) ? [] : ['agent'];
-    const args = [...command, ...registry, `--subnet-file=${node.subnetFile}`, '--iface=eth0', '--iptables-resync=1', ...this.#agentFlags, ...extra];
+    // `--iface=eth0` unless the test chooses the interface itself (an earlier --iface would win).
+    const iface = extra.some((a) => /^--?(iface|public-ip)/.test(a)) ? [] : ['--iface=eth0'];
+    const args = [...command, ...registry, `--subnet-file=${node.subnetFile}`, ...iface, '--iptables-resync=1', ...this.#agentFlags, ...extra];
     // Agents notify only the socket a test gives them, never a systemd the tests run under; and
     // they trust only the CAs their kubeconfig names, not extra ones this machine's tools get.
     const inherited = { ...process.env };

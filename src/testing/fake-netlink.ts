@@ -10,7 +10,7 @@ import { type Cidr, cidrEquals } from '../ip/cidr.js';
 import { type Family, type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
 import {
   type AddressInfo, type FdbInfo, type FdbSpec, KernelError, type LinkInfo, type LinkSpec, type NeighbourInfo, type NeighbourSpec, type Netlink, type NetlinkChange,
-  type RouteInfo, type RouteSpec,
+  RTPROT_WEFT, type RouteInfo, type RouteSpec,
 } from '../netlink/netlink.js';
 
 type Op = 'replaceRoute' | 'replaceNeighbour' | 'replaceFdb' | 'deleteRoute' | 'deleteNeighbour' | 'deleteFdb' | 'createLink';
@@ -122,7 +122,7 @@ export class FakeNetlink implements Netlink {
 
   async replaceRoute(route: RouteSpec): Promise<void> {
     this.#maybeFail('replaceRoute');
-    const entry: RouteInfo = { ...route, table: 254, protocol: 4, scope: 0 };
+    const entry: RouteInfo = { ...route, table: 254, protocol: RTPROT_WEFT, scope: 0 };
     this.routeTable.set(routeId(route.dst), entry);
     this.writes.push(`replaceRoute ${routeId(route.dst)}`);
     this.#notify({ kind: 'route', deleted: false, entry });

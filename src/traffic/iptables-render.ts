@@ -4,6 +4,7 @@
  * from iptables-save. The family chooses iptables or ip6tables. Pure.
  */
 import { formatCidr } from '../ip/cidr.js';
+import type { IptablesVariant } from './iptables-variant.js';
 import type { Family } from '../ip/ip.js';
 import { type Chain, type Match, type Rule, flannelChains } from './traffic-rules.js';
 import type { FamilyTraffic, TrafficOptions } from './traffic-manager.js';
@@ -69,8 +70,8 @@ export function readChain(save: string, set: Pick<RuleSet, 'chain' | 'parent'>):
 }
 
 /** The iptables command of a family: `iptables`, `ip6tables`, `iptables-save`, ... */
-export function iptablesCommand(family: Family, suffix: '' | '-save' | '-restore'): string {
-  return `${family === 4 ? 'iptables' : 'ip6tables'}${suffix}`;
+export function iptablesCommand(family: Family, suffix: '' | '-save' | '-restore', variant?: IptablesVariant): string {
+  return `${family === 4 ? 'iptables' : 'ip6tables'}${variant ? `-${variant}` : ''}${suffix}`;
 }
 
 /** Splits rule text into arguments, keeping quoted comments whole. */

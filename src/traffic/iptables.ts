@@ -8,6 +8,7 @@ import { publish } from '../core/events.js';
 import type { Logger } from '../core/log.js';
 import { type Exec, execCommand, isMissingCommand } from './exec.js';
 import { type RuleSet, iptablesCommand, iptablesRuleSets, readChain, restorePayload, splitArgs } from './iptables-render.js';
+import type { IptablesVariant } from './iptables-variant.js';
 import { removeFlannelTables } from './nftables.js';
 import { type FamilyTraffic, type TrafficManager, type TrafficOptions, resyncLoop } from './traffic-manager.js';
 
@@ -16,6 +17,8 @@ export interface IptablesOptions {
   readonly log: Logger;
   readonly resyncMs: number;
   readonly rules: TrafficOptions;
+  /** The host's iptables (iptables-variant.ts); plain `iptables` when undefined. */
+  readonly variant?: IptablesVariant;
 }
 
 export class Iptables implements TrafficManager {
@@ -24,6 +27,7 @@ export class Iptables implements TrafficManager {
   readonly #log: Logger;
   readonly #resyncMs: number;
   readonly #rules: TrafficOptions;
+  readonly #variant: IptablesVariant | undefined;
   #sets: readonly RuleSet[] = [];
   /** What iptables-save showed for each chain right after it was installed. */
   readonly #installed = new Map<string, string>();
@@ -33,6 +37,7 @@ export class Iptables implements TrafficManager {
     this.#log = options.log;
     this.#resyncMs = options.resyncMs;
     this.#rules = options.rules;
+    this.#variant = options.variant;
   }
 
   /** flannel's nftables tables go (a node switched back from nftables mode); no other table is touched. */
@@ -74,8 +79,8 @@ export class Iptables implements TrafficManager {
   async #install(set: RuleSet): Promise<void> {
     const before = readChain(await this.#save(set), set);
     // A duplicate jump (e.g. from an older agent) goes; exactly one is kept.
-    for (let i = 1; i < before.jumps; i++) await this.#exec(iptablesCommand(set.family, ''), ['-w', '-t', set.table, '-D', set.parent, ...splitArgs(set.jump)]);
-    await this.#exec(iptablesCommand(set.family, '-restore'), ['--noflush', '--wait'], restorePayload(set, { addJump: before.jumps === 0 }));
+    for (let i = 1; i < before.jumps; i++) await this.#exec(iptablesCommand(set.family, '', this.#variant), ['-w', '-t', set.table, '-D', set.parent, ...splitArgs(set.jump)]);
+    await this.#exec(iptablesCommand(set.family, '-restore', this.#variant), ['--noflush', '--wait'], restorePayload(set, { addJump: before.jumps === 0 }));
     const after = readChain(await this.#save(set), set);
     // iptables-save is a second command: a listing without exactly the rules just written (someone
     // changed them in between) is not kept as the reference, so the next check writes again.
@@ -85,7 +90,7 @@ export class Iptables implements TrafficManager {
   }
 
   #save(set: RuleSet): Promise<string> {
-    return this.#exec(iptablesCommand(set.family, '-save'), ['-t', set.table]);
+    return this.#exec(iptablesCommand(set.family, '-save', this.#variant), ['-t', set.table]);
   }
 }
 

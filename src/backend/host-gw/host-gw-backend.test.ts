@@ -6,6 +6,7 @@ import { parseNetworkConfig } from '../../config/network-config.js';
 import { parseCidr } from '../../ip/cidr.js';
 import { parseIp } from '../../ip/ip.js';
 import type { Lease } from '../../lease/lease.js';
+import { RTPROT_WEFT } from '../../netlink/netlink.js';
 import { FakeNetlink } from '../../testing/fake-netlink.js';
 import { leaseFeed } from '../../testing/lease-feed.js';
 import { memoryKeys } from '../../testing/memory-keys.js';
@@ -59,4 +60,29 @@ test('a public address that is not the interface\'s (NAT) is refused at start, a
 
 test('host-gw makes no device: every flannel device is a leftover to remove after a switch to it', () => {
   assert.deepEqual(hostGwBackend.deviceNames(parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"host-gw"}}')), []);
+});
+
+test('only routes weft wrote are its own: an operator\'s static route into the network stays; a flanneld route to a live peer is taken over', async (t) => {
+  const nl = kernel();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const net = await hostGwBackend.create(config, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(config, ext), keys: memoryKeys() }, ctl.signal);
+  const own = { subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs };
+  await net.setLease(own, ctl.signal);
+  // An operator's (or BGP's, DHCP's) route into the wide network, and flanneld's route to peer 2: both `proto boot`.
+  nl.kernel.addRoute({ dst: parseCidr('198.18.200.0/24'), gateway: parseIp('203.0.113.254'), index: 2 });
+  nl.kernel.addRoute({ dst: parseCidr('198.18.2.0/24'), gateway: parseIp('203.0.113.2'), index: 2 });
+  // A route weft wrote for a peer that is gone.
+  await nl.replaceRoute({ dst: parseCidr('198.18.9.0/24'), gateway: parseIp('203.0.113.9'), index: 2 });
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  feed.push([{ type: 'added', lease: peer(2) }]);
+  await waitUntil('peer 2 programmed and the stale route gone', () => nl.routeTable.has('2001:db8:1800:2::/64') && !nl.routeTable.has('198.18.9.0/24'));
+  await net.setLease(own, ctl.signal); // one more full pass
+  assert.equal(nl.routeTable.get('198.18.200.0/24')?.protocol, 3, 'the operator\'s route is left as it was');
+  assert.equal(nl.routeTable.get('198.18.2.0/24')?.protocol, RTPROT_WEFT, 'the live peer\'s route is weft\'s now');
+  feed.push([{ type: 'removed', lease: peer(2) }]);
+  await waitUntil('peer 2\'s route goes with its lease', () => !nl.routeTable.has('198.18.2.0/24'));
+  assert.ok(nl.routeTable.has('198.18.200.0/24'));
 });

@@ -11,7 +11,8 @@ import { type Lease, publicIpOf, subnetOf } from '../../lease/lease.js';
 import type { BackendFactory } from '../backend.js';
 import type { Program } from '../entry-kind.js';
 import { type FamilyPlane, familyName } from '../family-plane.js';
-import { inClusterScope, routeKind } from '../kinds/route-kind.js';
+import { routeKind } from '../kinds/route-kind.js';
+import { RTPROT_WEFT, type RouteInfo } from '../../netlink/netlink.js';
 import { podMtu } from '../mtu.js';
 import type { Refusal } from '../lease-program.js';
 import { OverlayNetwork, PlaneSet } from '../overlay-network.js';
@@ -34,10 +35,10 @@ export const hostGwBackend: BackendFactory = {
       connected.set(plane.family, addrs.filter((a) => a.scope === 0).map((a): Cidr => ({ ip: maskIp(a.ip, a.prefix), prefix: a.prefix })));
     }
     const planes = new PlaneSet(deps.planes);
-    const owns = (r: { dst: Cidr; gateway?: unknown; index?: number }): boolean => {
-      const plane = planes.of(r.dst.ip.family);
-      return plane !== undefined && inClusterScope(r.dst, plane.network, plane.subnet) && r.gateway !== undefined && r.index === ext.index;
-    };
+    // Gateway routes on the external interface are the operator's too (static, BGP, DHCP): only
+    // those weft wrote are its own. A flanneld route to a live peer has that peer's destination
+    // and is replaced (so adopted) by the first pass, as flanneld replaces it.
+    const owns = (r: RouteInfo): boolean => r.protocol === RTPROT_WEFT && r.gateway !== undefined && r.index === ext.index && planes.of(r.dst.ip.family) !== undefined;
     const driver = {
       type: 'host-gw',
       mtu: podMtu('none', ext.mtu, planes.families),

@@ -177,3 +177,28 @@ test('VNI as flannel reads it: 1 when absent or null, an explicit 0 is VNI 0 and
   assert.equal(vni('{"Type":"vxlan","vni":4096}'), 4096);
   assert.deepEqual(vxlanBackend.deviceNames(parseNetworkConfig('{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","VNI":0}}')), ['flannel.0']);
 });
+
+test('a peer outside the network is programmed and stays written once; with DirectRouting an operator\'s gateway route into the network is left alone', async (t) => {
+  const direct = parseNetworkConfig('{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","DirectRouting":true}}');
+  const nl = new FakeNetlink();
+  nl.addrs.push({ index: 2, ip: parseIp('203.0.113.1'), prefix: 24, scope: 0, permanent: true, deprecated: false, temporary: false });
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const v4ext: ExternalInterface = { index: 2, name: 'eth0', mtu: 1500, ifaceAddr: parseIp('203.0.113.1'), publicIp: parseIp('203.0.113.1') };
+  const net = await vxlanBackend.create(direct, { netlink: nl, log: recordingLogger(), extIface: v4ext, planes: familyPlanes(direct, v4ext), keys: memoryKeys() }, ctl.signal);
+  const own = { subnet: { ipv4: parseCidr('198.18.1.0/24') }, attrs: net.attrs };
+  await net.setLease(own, ctl.signal);
+  nl.kernel.addRoute({ dst: parseCidr('198.18.200.0/24'), gateway: parseIp('203.0.113.254'), index: 2 });
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  // A kube podCIDR outside Network, over vxlan (its public IP is off this segment), and a direct peer.
+  const outside: Lease = { subnet: { ipv4: parseCidr('198.19.5.0/24') }, attrs: { publicIp: parseIp('198.51.100.5'), backendType: 'vxlan', backendData: data('0e:00:00:00:04:05') } };
+  feed.push([{ type: 'added', lease: outside }, { type: 'added', lease: { ...peer(3), subnet: { ipv4: parseCidr('198.18.3.0/24') } } }]);
+  await waitUntil('both peers routed', () => nl.routeTable.has('198.19.5.0/24') && nl.routeTable.has('198.18.3.0/24'));
+  const writes = nl.writes.length;
+  await net.setLease(own, ctl.signal); // a full pass: nothing to repair
+  assert.deepEqual(nl.writes.slice(writes), [], 'the route outside the network is weft\'s: not written again');
+  assert.equal(nl.routeTable.get('198.18.3.0/24')?.gateway?.value, parseIp('203.0.113.3').value, 'direct');
+  assert.ok(nl.routeTable.has('198.18.200.0/24'), 'the operator\'s route stays');
+});

@@ -20,6 +20,7 @@ import type { Refusal } from '../lease-program.js';
 import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network.js';
 import { type VxlanConfig, parseVxlanConfig } from './vxlan-config.js';
 import { VxlanDevice, vxlanDeviceName } from './vxlan-device.js';
+import { RTPROT_WEFT, type RouteInfo } from '../../netlink/netlink.js';
 
 export const vxlanBackend: BackendFactory = {
   checkOptions(config) {
@@ -114,11 +115,18 @@ class VxlanDriver implements BackendDriver {
     return [...this.devices.flatMap((d) => (d.index === undefined ? [] : [d.index])), this.#ext.index];
   }
 
-  /** Routes through its device, and with DirectRouting those via a peer on the external interface. */
-  #owns(r: { dst: FamilyPlane['network']; index?: number; gateway?: unknown }): boolean {
+  /**
+   * Routes through its device that weft wrote, or that lie in the cluster network (flanneld's, on a
+   * node weft took over; never the kernel's own); with DirectRouting, the gateway routes that weft
+   * wrote (the operator's gateway routes are not its own).
+   */
+  #owns(r: RouteInfo): boolean {
     const plane = this.#planes.of(r.dst.ip.family);
-    if (!plane || !inClusterScope(r.dst, plane.network, plane.subnet)) return false;
-    return r.index === this.#device(plane.family)?.index || (this.#vx.directRouting && r.gateway !== undefined && r.index === this.#ext.index);
+    if (!plane) return false;
+    const ours = r.protocol === RTPROT_WEFT;
+    if (r.index === this.#device(plane.family)?.index) return ours || inClusterScope(r.dst, plane.network, plane.subnet);
+    // Direct routes name no device (as flannel's): the kernel picks the one the gateway is on.
+    return ours && this.#vx.directRouting && r.gateway !== undefined;
   }
 
   #device(family: Family): VxlanDevice | undefined {

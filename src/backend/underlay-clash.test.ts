@@ -1,0 +1,50 @@
+/** Public IPs inside other leases' subnets, both ways, both families. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseCidr } from '../ip/cidr.js';
+import { formatIp, parseIp } from '../ip/ip.js';
+import type { Lease } from '../lease/lease.js';
+import { UnderlayIndex } from './underlay-clash.js';
+
+const lease = (subnet: string, ip: string, subnet6?: string, ip6?: string): Lease => ({
+  subnet: { ipv4: parseCidr(subnet), ...(subnet6 ? { ipv6: parseCidr(subnet6) } : {}) },
+  attrs: { publicIp: parseIp(ip), ...(ip6 ? { publicIpv6: parseIp(ip6) } : {}), backendType: 'vxlan' },
+});
+
+test('a newcomer whose public IP lies in an established subnet, or whose subnet holds an established public IP, clashes with it', () => {
+  const index = new UnderlayIndex();
+  // Nodes on 10.x inside a 10/8 Network are 198.18/15 here: the subnets are carved elsewhere in it.
+  index.add('a', lease('198.18.1.0/24', '198.19.0.1'), [4]);
+  index.add('b', lease('198.18.2.0/25', '198.19.0.2'), [4]);
+  assert.equal(index.clash('n', lease('198.18.9.0/24', '198.19.0.9'), [4]), undefined, 'nodes inside the Network, none inside a subnet');
+  const inside = index.clash('n', lease('198.18.9.0/24', '198.18.2.100'), [4]);
+  assert.deepEqual([inside?.code, inside?.holder, formatIp(inside!.ip)], ['public_ip_in_lease_subnet', 'b', '198.18.2.100'], 'found at the established subnet\'s own length');
+  assert.equal(index.clash('n', lease('198.18.9.0/24', '198.18.2.200'), [4]), undefined, 'just past the /25');
+  const covers = index.clash('n', lease('198.19.0.0/24', '198.19.1.9'), [4]);
+  assert.deepEqual([covers?.code, covers?.holder], ['covers_lease_public_ip', 'a']);
+  assert.equal(index.clash('n', lease('198.19.0.0/31', '198.19.1.9'), [4])?.holder, 'a', 'the first address of the subnet');
+  assert.equal(index.clash('n', lease('198.19.0.2/31', '198.19.1.9'), [4])?.holder, 'b', 'the last address of the subnet');
+  assert.equal(index.clash('n', lease('198.19.0.4/30', '198.19.1.9'), [4]), undefined);
+  assert.equal(index.clash('a', lease('198.19.0.0/24', '198.19.0.1'), [4])?.holder, 'b', 'a lease does not clash with itself');
+});
+
+test('families are checked as asked, and removal forgets a lease', () => {
+  const index = new UnderlayIndex();
+  index.add('a', lease('198.18.1.0/24', '198.19.0.1', '2001:db8:1800:1::/64', '2001:db8:1800:ff::1'), [4, 6]);
+  const v6 = lease('198.18.5.0/24', '198.19.0.5', '2001:db8:1800:ff::/64', '2001:db8:1800:1::5');
+  assert.equal(index.clash('n', v6, [4]), undefined);
+  assert.equal(index.clash('n', v6, [6])?.code, 'public_ip_in_lease_subnet');
+  index.add('c', lease('198.18.3.0/24', '198.19.0.3'), [4]);
+  index.add('c2', lease('198.18.4.0/24', '198.19.0.3'), [4]);
+  index.remove('a');
+  assert.equal(index.clash('n', v6, [6]), undefined);
+  assert.equal(index.clash('n', lease('198.18.5.0/24', '198.18.1.1'), [4]), undefined, 'the removed subnet is gone');
+  index.remove('c');
+  assert.equal(index.clash('n', lease('198.19.0.0/24', '198.19.9.9'), [4])?.holder, 'c2', 'one of two leases with one IP removed: the other still holds it');
+  index.add('c2', lease('198.18.6.0/24', '198.19.0.6'), [4]);
+  assert.equal(index.clash('n', lease('198.18.9.0/24', '198.18.4.1'), [4]), undefined, 'adding again replaces');
+  assert.equal(index.clash('n', lease('198.19.0.0/24', '198.19.9.9'), [4])?.holder, 'c2');
+  index.remove('c2');
+  index.remove('nobody');
+  assert.equal(index.clash('n', lease('198.19.0.0/16', '198.18.6.1'), [4]), undefined, 'empty again');
+});

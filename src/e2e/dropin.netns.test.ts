@@ -1,0 +1,91 @@
+/**
+ * Where clusters depend on flanneld's exact behaviour, end to end: the interface address is the one
+ * the flags name, node addresses may lie inside Network, and routes weft did not write stay. Where flannel's own flanneld (the anchor,
+ * ../shared/anchors) is at hand, one node of each cluster runs it, so the same scenario holds for
+ * both agents in one cluster; without it, that node runs weft. Needs root (make test runs it).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Cluster, type ClusterNode } from '../testing/cluster.js';
+import { netnsSkipReason, nsExec } from '../testing/netns.js';
+import { assertFullMesh, wait } from './cluster-scenarios.js';
+
+const skip = netnsSkipReason();
+const anchorPath = process.env['FLANNELD_ANCHOR'] ?? fileURLToPath(new URL('../../../../shared/anchors/flanneld-v0.20.2', import.meta.url));
+const anchor: NodeJS.ProcessEnv = existsSync(anchorPath) ? { WEFT_TEST_AGENT_BIN: anchorPath } : {};
+
+async function cluster(t: { after(fn: () => Promise<void>): void }, nodes: number, config: string): Promise<Cluster> {
+  const c = await Cluster.create({ nodes, config, agentFlags: ['--ip-masq'] });
+  t.after(async () => {
+    if (process.env['WEFT_TEST_LOG']) for (const n of c.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
+    await c.destroy();
+  });
+  return c;
+}
+
+/** weft nodes first (flanneld v0.20.2's watch is lossy: it learns peers reliably only by listing), then the flanneld node. */
+async function startAll(c: Cluster, flags: (n: ClusterNode) => string[]): Promise<void> {
+  const [first, ...wefts] = c.nodes as [ClusterNode, ...ClusterNode[]];
+  for (const n of wefts) c.startAgent(n, flags(n));
+  await wait('the weft nodes wrote their subnet files', async () => (await Promise.all(wefts.map((n) => c.subnetEnv(n)))).every((e) => e?.subnet));
+  c.startAgent(first, flags(first), anchor);
+  await wait('the first node wrote its subnet file', async () => (await c.subnetEnv(first))?.subnet !== undefined);
+}
+
+const publicIps = async (c: Cluster): Promise<string[]> => (await c.leases()).map((l) => (JSON.parse(l.value) as { PublicIP: string }).PublicIP).sort();
+
+test('host-gw on a second address: each node publishes the address its flags name (--iface=<IP>, --public-ip, --iface-regex), not its interface\'s first', { skip, timeout: 240_000 }, async (t) => {
+  const c = await cluster(t, 4, '{"Network":"198.18.0.0/16","Backend":{"Type":"host-gw"}}');
+  const second = (n: ClusterNode): string => `198.51.100.${n.ip.split('.')[3]}`;
+  // The second address comes after the first: "the interface's best address" is the first one.
+  for (const n of c.nodes) await nsExec(n.ns, 'ip', ['addr', 'add', `${second(n)}/24`, 'dev', 'eth0']);
+  const [first, byIp, byPublicIp, byRegex] = c.nodes as [ClusterNode, ClusterNode, ClusterNode, ClusterNode];
+  const flags = new Map([[first, [`--iface=${second(first)}`]], [byIp, [`--iface=${second(byIp)}`]], [byPublicIp, [`--public-ip=${second(byPublicIp)}`]], [byRegex, ['--iface-regex=^198\\.51\\.100\\.']]]);
+  await startAll(c, (n) => flags.get(n)!);
+  assert.deepEqual(await publicIps(c), c.nodes.map(second).sort(), 'every node published its second address');
+  for (const n of c.nodes) await c.addPod(n);
+  await assertFullMesh(c);
+  for (const n of [byIp, byPublicIp, byRegex]) assert.ok(!n.log.includes('"level":"error"'), `${n.name} logged no error`);
+});
+
+test('node addresses inside Network (a Network carved with SubnetMin/SubnetMax around them): the agents run and every pod reaches every other', { skip, timeout: 240_000 }, async (t) => {
+  // The nodes talk over 198.19.255.0/24, inside Network 198.18.0.0/15; leases stop below it.
+  const c = await cluster(t, 3, '{"Network":"198.18.0.0/15","SubnetLen":24,"SubnetMin":"198.18.1.0","SubnetMax":"198.19.200.0","Backend":{"Type":"vxlan"}}');
+  const inside = (n: ClusterNode): string => `198.19.255.${n.ip.split('.')[3]}`;
+  for (const n of c.nodes) await nsExec(n.ns, 'ip', ['addr', 'add', `${inside(n)}/24`, 'dev', 'eth0']);
+  await startAll(c, (n) => [`--iface=${inside(n)}`]);
+  assert.deepEqual(await publicIps(c), c.nodes.map(inside).sort());
+  for (const n of c.nodes) await c.addPod(n);
+  await assertFullMesh(c);
+});
+
+test('host-gw: an operator\'s route into the network via the external interface survives the agent; flanneld\'s route to a live peer becomes weft\'s', { skip, timeout: 240_000 }, async (t) => {
+  const c = await cluster(t, 2, '{"Network":"198.18.0.0/16","Backend":{"Type":"host-gw"}}');
+  const [n1, n2] = c.nodes as [ClusterNode, ClusterNode];
+  // A static route of the operator's into the wide network, there before the agent starts.
+  await nsExec(n1.ns, 'ip', ['route', 'add', '198.18.250.0/24', 'via', '203.0.113.254', 'dev', 'eth0']);
+  c.startAgent(n2);
+  await wait('n2 wrote its subnet file', async () => (await c.subnetEnv(n2))?.subnet !== undefined);
+  const n2Subnet = (await c.subnetEnv(n2))!.subnet!;
+  const dst = `${[24n, 16n, 8n, 0n].map((s) => String((n2Subnet.ip.value >> s) & 255n)).join('.')}/${n2Subnet.prefix}`;
+  // What flanneld leaves on a node weft takes over: its route to a live peer, `proto boot`.
+  await nsExec(n1.ns, 'ip', ['route', 'add', dst, 'via', n2.ip, 'dev', 'eth0']);
+  c.startAgent(n1);
+  await wait('n1 programmed its peers', () => n1.log.includes('initial peers programmed'));
+  const routes = await c.routes(n1);
+  // iproute2 leaves `proto boot`, what `ip route add` writes, out of its listing.
+  const proto = (d: string): string | undefined => {
+    const r = routes.find((x) => x.dst === d) as { protocol?: string } | undefined;
+    return r ? (r.protocol ?? 'boot') : undefined;
+  };
+  assert.equal(proto('198.18.250.0/24'), 'boot', 'the operator\'s route is still there, as it was');
+  assert.equal(proto(dst), '87', 'the peer\'s route was taken over');
+  for (const n of c.nodes) await c.addPod(n);
+  await assertFullMesh(c);
+  await c.stopAgent(n2);
+  await c.etcd('del', `/coreos.com/network/subnets/${dst.replace('/', '-')}`);
+  await wait('the gone peer\'s route is removed', async () => !(await c.routes(n1)).some((r) => r.dst === dst));
+  assert.ok((await c.routes(n1)).some((r) => r.dst === '198.18.250.0/24'), 'and the operator\'s stays');
+});
