@@ -101,17 +101,28 @@ for (const suite of suites) {
     const n1 = cluster.nodes[0]!;
     await wait('route to the peer', async () => (await clusterRoutes(n1)).filter((r) => !r.includes('cni0')).length === 1);
     const before = await clusterRoutes(n1);
-    const data = suite.backend === 'vxlan' ? ',"BackendData":{"VNI":1,"VtepMAC":"0e:00:00:00:00:66"}' : '';
-    const value = (ip: string): string => `{"PublicIP":"${ip}","PublicIPv6":null,"BackendType":"${suite.backend}"${data}}`;
-    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.200.0-24', value('198.18.3.7')); // public IP inside the pod network
+    // Each lease its own VtepMAC: a MAC claimed twice is refused for that reason alone.
+    let macs = 0x60;
+    const data = (): string => (suite.backend === 'vxlan' ? `,"BackendData":{"VNI":1,"VtepMAC":"0e:00:00:00:00:${(macs++).toString(16)}"}` : '');
+    const value = (ip: string): string => `{"PublicIP":"${ip}","PublicIPv6":null,"BackendType":"${suite.backend}"${data()}}`;
+    const own = (await cluster.subnetEnv(n1))!.subnet!;
+    const inOwn = [24n, 16n, 8n].map((s) => String((own.ip.value >> s) & 255n)).join('.') + '.77';
+    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.200.0-24', value('198.18.200.7')); // public IP inside its own subnet
     await cluster.etcd('put', '/coreos.com/network/subnets/198.18.201.0-24', value(n1.ip)); // claims node1's own address
-    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.202.0-25', value('203.0.113.99')); // not a subnet this config hands out
+    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.0.0-16', value('203.0.113.97')); // the whole network
+    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.205.0-24', value(inOwn)); // public IP inside node1's subnet
     await cluster.etcd('put', '/coreos.com/network/subnets/198.18.203.0-24', 'not json at all');
+    // As flanneld: a lease of another length than SubnetLen is a peer like any other.
+    await cluster.etcd('put', '/coreos.com/network/subnets/198.18.202.0-25', value('203.0.113.99'));
     await cluster.etcd('put', '/coreos.com/network/subnets/198.18.204.0-24', value('203.0.113.98')); // a valid newcomer, as a control
-    await wait('the valid newcomer is programmed', async () => (await clusterRoutes(n1)).some((r) => r.startsWith('198.18.204.0/24 ')));
+    const valid = ['198.18.202.0/25 ', '198.18.204.0/24 '];
+    await wait('the valid newcomers are programmed', async () => {
+      const routes = await clusterRoutes(n1);
+      return valid.every((v) => routes.some((r) => r.startsWith(v)));
+    });
     const after = await clusterRoutes(n1);
-    assert.deepEqual(after.filter((r) => !r.startsWith('198.18.204.0/24 ')), before, 'nothing else was programmed');
-    for (const needle of ['inside the pod network', "this node's own", 'skipping lease', 'invalid value']) {
+    assert.deepEqual(after.filter((r) => !valid.some((v) => r.startsWith(v))), before, 'nothing else was programmed');
+    for (const needle of ['lies inside its own subnet', "this node's own", 'covers the whole network', "lies inside this node's subnet", 'invalid value']) {
       assert.ok(n1.log.includes(needle), `a warning mentions "${needle}"`);
     }
   });
