@@ -18,7 +18,7 @@ import type { NetworkConfig } from '../config/network-config.js';
 import { type Cidr, formatCidr } from '../ip/cidr.js';
 import { BlackholeRoutes } from '../backend/blackhole-route.js';
 import { type IpAddr, formatIp } from '../ip/ip.js';
-import { type Lease, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../lease/lease.js';
+import { type Lease, type LeaseAttrs, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../lease/lease.js';
 import type { Network } from '../backend/backend.js';
 import { backendFactory } from '../backend/registry.js';
 import { enabledFamilies, familyPlanes, withLease } from '../backend/family-plane.js';
@@ -43,7 +43,7 @@ import { selectExternalInterface } from './external-iface.js';
 import { agentFlagProblem } from './agent-checks.js';
 import { brNetfilterProblem } from './br-netfilter.js';
 import { takeAgentLock } from './agent-lock.js';
-import { leftoverDevices } from '../backend/leftovers.js';
+import { leftoverDevices, ownLeftovers } from '../backend/leftovers.js';
 import { etcdMode, shownEtcdEndpoints } from './etcd-mode.js';
 import { kubeMode } from './kube-mode.js';
 import type { RegistryMode } from './registry-mode.js';
@@ -227,7 +227,7 @@ class Agent {
       if (config.backend.type === 'udp') early?.handTo(handover);
       else early?.close();
       const factory = backendFactory(config.backend.type);
-      await removeLeftovers(nl, factory.deviceNames(config), log);
+      await removeLeftovers(nl, factory.deviceNames(config), previous, log);
       const network = await factory.create(
         config,
         {
@@ -474,13 +474,20 @@ class Agent {
 
 /**
  * Deletes flannel's devices that this config's backend does not use (a backend switched, a VNI
- * changed, IPv6 turned off), and the routes the kernel keeps through them: left in place they
- * carry pod traffic the new backend knows nothing of. Logged once per device; a failure is logged
- * and the agent goes on (the stale device then only wastes a name).
+ * changed, IPv6 turned off) and that this agent's previous lease shows it made, and the routes
+ * the kernel keeps through them: left in place they carry pod traffic the new backend knows
+ * nothing of. Another agent's devices (another network's) stay. Logged once per device; a failure
+ * is logged and the agent goes on (the stale device then only wastes a name).
  */
-async function removeLeftovers(nl: RtNetlink, used: readonly string[], log: Logger): Promise<void> {
+async function removeLeftovers(nl: RtNetlink, used: readonly string[], previous: LeaseAttrs | undefined, log: Logger): Promise<void> {
   const links = await nl.links();
-  for (const name of leftoverDevices(links.map((l) => l.name), used)) {
+  const present = links.map((l) => ({ name: l.name, ...(l.mac ? { mac: l.mac } : {}) }));
+  const own = ownLeftovers(present, used, previous);
+  for (const name of leftoverDevices(present.map((d) => d.name), used)) {
+    if (!own.includes(name)) {
+      log.info({ device: name, keeping: used }, 'left a flannel device this backend does not use: this node\'s previous lease does not show it as this agent\'s (another network\'s agent may use it; weft cleanup removes it)');
+      continue;
+    }
     const link = links.find((l) => l.name === name)!;
     try {
       await nl.deleteLink(link.index);

@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Cluster, type ClusterNode } from '../testing/cluster.js';
 import { netnsSkipReason, nsExec } from '../testing/netns.js';
@@ -88,4 +89,42 @@ test('host-gw: an operator\'s route into the network via the external interface 
   await c.etcd('del', `/coreos.com/network/subnets/${dst.replace('/', '-')}`);
   await wait('the gone peer\'s route is removed', async () => !(await c.routes(n1)).some((r) => r.dst === dst));
   assert.ok((await c.routes(n1)).some((r) => r.dst === '198.18.250.0/24'), 'and the operator\'s stays');
+});
+
+test('two agents per host, one per network (flannel\'s running.md): each keeps its own device, routes and rules, and neither undoes the other, also across a restart', { skip, timeout: 240_000 }, async (t) => {
+  const c = await Cluster.create({ nodes: 2, config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}', agentFlags: ['--ip-masq'] });
+  const second = c.nodes.map((n): ClusterNode => ({ ...n, name: `${n.name}-b`, subnetFile: join(n.dir, 'b-subnet.env'), log: '', pods: [] }));
+  t.after(async () => {
+    if (process.env['WEFT_TEST_LOG']) for (const n of [...c.nodes, ...second]) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
+    for (const n of second) await c.stopAgent(n, 'SIGKILL');
+    await c.destroy();
+  });
+  await c.etcd('put', '/weft-b/network/config', '{"Network":"198.19.0.0/16","Backend":{"Type":"vxlan","VNI":2}}');
+  for (const n of c.nodes) c.startAgent(n);
+  for (const n of second) c.startAgent(n, ['--etcd-prefix=/weft-b/network']);
+  const up = (n: ClusterNode): boolean => n.log.includes('initial peers programmed');
+  await wait('four agents up', () => [...c.nodes, ...second].every(up));
+  const [n1] = c.nodes as [ClusterNode];
+  const routesVia = async (dev: string): Promise<number> => (await c.routes(n1)).filter((r) => r.dev === dev).length;
+  await wait('each network routes to the other node through its own device', async () => (await routesVia('flannel.1')) === 1 && (await routesVia('flannel.2')) === 1);
+  // A restart of the first network's agent: flannel.2 is not its leftover.
+  await c.stopAgent(n1, 'SIGTERM');
+  c.startAgent(n1);
+  await wait('the first agent is up again', () => n1.log.split('initial peers programmed').length === 3);
+  assert.equal(await routesVia('flannel.2'), 1, 'the other network\'s device and route are still there');
+  assert.match(n1.log, /left a flannel device this backend does not use/);
+  // Agents that start together may each write between the other's listing and restore; the loser
+  // finds its rules gone and puts them back at its next check. Then the chain holds both.
+  const both = async (): Promise<boolean> => {
+    const masq = await nsExec(n1.ns, 'iptables-save', ['-t', 'nat']);
+    return ['198.18.0.0/16', '198.19.0.0/16'].every((net) => masq.includes(`-s ${net} ! -d 224.0.0.0/4`));
+  };
+  await wait('both networks\' masquerade rules are in the shared chain', both);
+  const repairs = (): number[] => [n1, second[0]!].map((n) => n.log.split('changed behind our back').length);
+  const settled = repairs();
+  await new Promise((r) => setTimeout(r, 3000)); // three checks of each agent (--iptables-resync=1)
+  assert.deepEqual(repairs(), settled, 'neither rewrites the other\'s rules at its checks');
+  assert.ok(await both());
+  for (const n of c.nodes) await c.addPod(n);
+  await assertFullMesh(c);
 });

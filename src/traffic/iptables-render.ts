@@ -19,6 +19,13 @@ export interface RuleSet {
   readonly jump: string;
   /** Rule arguments, in order, without `-A <chain>`. */
   readonly rules: readonly string[];
+  /**
+   * The cluster network the rules are for, as text. Several agents on one host (one per network,
+   * flannel's running.md) share the chain: a rule is this agent's when it names this network.
+   */
+  readonly network: string;
+  /** flannel's comment on every rule of the chain ("flanneld masq", "flanneld forward"). */
+  readonly comment: string;
 }
 
 const addressFlag = { src: '-s', dst: '-d' } as const;
@@ -35,22 +42,49 @@ export function iptablesRule(rule: Rule, comment: string): string {
   return [...rule.match.map(matchText), `-m comment --comment "${comment}"`, verdictText[rule.verdict]].join(' ');
 }
 
-export function ruleSet(family: Family, chain: Chain): RuleSet {
+export function ruleSet(family: Family, chain: Chain, network: string): RuleSet {
   const { chain: name, table, parent, comment } = chain.iptables;
-  return { family, table, chain: name, parent, jump: `-m comment --comment "${comment}" -j ${name}`, rules: chain.rules.map((r) => iptablesRule(r, comment)) };
+  return { family, table, chain: name, parent, jump: `-m comment --comment "${comment}" -j ${name}`, rules: chain.rules.map((r) => iptablesRule(r, comment)), network, comment };
+}
+
+/**
+ * Whether a rule of the chain is this set's own: it names the set's network. flannel's rules all
+ * do but the masquerade mark's RETURN, which every agent has in the same words: that one is shared,
+ * kept once at the head of the chain, as flannel orders it.
+ */
+export function ownsRule(set: Pick<RuleSet, 'network'>, rule: string): boolean {
+  return splitArgs(rule).includes(set.network);
+}
+
+/** The set's rules that name no network (shared by every agent's set), in order. */
+export function sharedRules(set: RuleSet): string[] {
+  return set.rules.filter((r) => !ownsRule(set, r));
+}
+
+/**
+ * The rules of other agents in a chain's listing, in their order: flannel's rules (its comment)
+ * for another network. Anything else in the chain is drift, and goes.
+ */
+export function othersRules(set: RuleSet, listed: readonly string[]): string[] {
+  const shared = sharedRules(set);
+  const flannels = `-m comment --comment "${set.comment}"`;
+  return listed.filter((r) => r.includes(flannels) && !ownsRule(set, r) && !shared.includes(r) && splitArgs(r).some((a) => /^[0-9a-f:.]+\/\d+$/.test(a) && a !== set.network));
 }
 
 /** The iptables rule sets of these families: masquerade (when the subnet is known), then forward. */
 export function iptablesRuleSets(families: readonly FamilyTraffic[], options: TrafficOptions): RuleSet[] {
-  return families.flatMap((f) => flannelChains(f, options).map((chain) => ruleSet(f.family, chain)));
+  return families.flatMap((f) => flannelChains(f, options).map((chain) => ruleSet(f.family, chain, formatCidr(f.network))));
 }
 
 /**
- * An iptables-restore --noflush payload that (re)creates the chain with exactly these rules,
- * and appends the jump from the parent chain unless it is there already.
+ * An iptables-restore --noflush payload that (re)creates the chain with the shared rules, the
+ * rules of other agents (`others`, other networks', kept in their order) and then exactly this
+ * set's own, and appends the jump from the parent chain unless it is there already. With no other
+ * agent that is flannel's order.
  */
-export function restorePayload(set: RuleSet, options: { addJump: boolean }): string {
-  const lines = [`*${set.table}`, `:${set.chain} - [0:0]`, ...set.rules.map((r) => `-A ${set.chain} ${r}`)];
+export function restorePayload(set: RuleSet, options: { addJump: boolean; others?: readonly string[] }): string {
+  const rules = [...sharedRules(set), ...(options.others ?? []), ...set.rules.filter((r) => ownsRule(set, r))];
+  const lines = [`*${set.table}`, `:${set.chain} - [0:0]`, ...rules.map((r) => `-A ${set.chain} ${r}`)];
   if (options.addJump) lines.push(`-A ${set.parent} ${set.jump}`);
   lines.push('COMMIT', '');
   return lines.join('\n');

@@ -113,3 +113,32 @@ test('a duplicated jump found by a check is repaired: exactly one is kept', asyn
   assert.equal(f.table('iptables', 'nat').get('POSTROUTING')!.length, 1);
   assert.equal(await ipt.check(), false);
 });
+
+test('two agents on one host (one per network) keep each other\'s rules: one shared mark rule, each network\'s own, no rewrites', async () => {
+  const f = fakeIptables();
+  const other = { family: 4 as const, network: parseCidr('198.19.0.0/16'), subnet: parseCidr('198.19.7.0/24') };
+  const a = new Iptables({ exec: f.exec, log: recordingLogger(), resyncMs: 1000, rules });
+  const b = new Iptables({ exec: f.exec, log: recordingLogger(), resyncMs: 1000, rules });
+  await a.apply([v4]);
+  await b.apply([other]);
+  const masq = (): string[] => f.table('iptables', 'nat').get('FLANNEL-POSTRTG')!;
+  assert.equal(masq().length, 11, 'the mark rule once, five of each network');
+  assert.match(masq()[0]!, /--mark 0x4000\/0x4000/);
+  assert.equal(masq().filter((r) => r.includes('198.18.0.0/16')).length, 5);
+  assert.equal(masq().filter((r) => r.includes('198.19.0.0/16')).length, 5);
+  assert.equal(f.table('iptables', 'filter').get('FLANNEL-FWD')!.length, 4);
+  assert.equal(f.table('iptables', 'nat').get('POSTROUTING')!.length, 1, 'one jump');
+  const restores = (): number => f.calls.filter((c) => c.includes('-restore')).length;
+  const before = restores();
+  for (let i = 0; i < 3; i++) assert.deepEqual([await a.check(), await b.check()], [false, false]);
+  assert.equal(restores(), before, 'neither rewrites the other\'s layout');
+  // One agent's rule deleted: that agent repairs it, and the other's rules stay.
+  masq().splice(masq().findIndex((r) => r.includes('198.19.0.0/16')), 1);
+  assert.deepEqual([await a.check(), await b.check()], [false, true]);
+  assert.equal(masq().length, 11);
+  // A lease change of one agent drops its old subnet's rules only.
+  await a.apply([{ ...v4, subnet: parseCidr('198.18.9.0/24') }]);
+  assert.equal(masq().filter((r) => r.includes('198.18.5.0/24')).length, 0);
+  assert.equal(masq().filter((r) => r.includes('198.19.7.0/24')).length, 3);
+  assert.deepEqual([await a.check(), await b.check()], [false, false]);
+});

@@ -7,7 +7,7 @@
 import { publish } from '../core/events.js';
 import type { Logger } from '../core/log.js';
 import { type Exec, execCommand, isMissingCommand } from './exec.js';
-import { type RuleSet, iptablesCommand, iptablesRuleSets, readChain, restorePayload, splitArgs } from './iptables-render.js';
+import { type RuleSet, iptablesCommand, iptablesRuleSets, othersRules, ownsRule, readChain, restorePayload, sharedRules, splitArgs } from './iptables-render.js';
 import type { IptablesVariant } from './iptables-variant.js';
 import { removeFlannelTables } from './nftables.js';
 import { type FamilyTraffic, type TrafficManager, type TrafficOptions, resyncLoop } from './traffic-manager.js';
@@ -66,7 +66,7 @@ export class Iptables implements TrafficManager {
     let repaired = false;
     for (const set of this.#sets) {
       const state = readChain(await this.#save(set), set);
-      if (!state.chainExists || state.jumps !== 1 || state.rules.join('\n') !== this.#installed.get(key(set))) {
+      if (!state.chainExists || state.jumps !== 1 || this.#reference(set, state.rules) !== this.#installed.get(key(set))) {
         this.#log.warn({ family: set.family, table: set.table, chain: set.chain }, 'iptables rules changed behind our back; re-applying');
         await this.#install(set);
         publish('rules.repair', { mode: 'iptables' });
@@ -80,13 +80,26 @@ export class Iptables implements TrafficManager {
     const before = readChain(await this.#save(set), set);
     // A duplicate jump (e.g. from an older agent) goes; exactly one is kept.
     for (let i = 1; i < before.jumps; i++) await this.#exec(iptablesCommand(set.family, '', this.#variant), ['-w', '-t', set.table, '-D', set.parent, ...splitArgs(set.jump)]);
-    await this.#exec(iptablesCommand(set.family, '-restore', this.#variant), ['--noflush', '--wait'], restorePayload(set, { addJump: before.jumps === 0 }));
+    // Another agent's rules (another network's, flannel's running.md) stay, as flanneld leaves them.
+    const others = othersRules(set, before.rules);
+    await this.#exec(iptablesCommand(set.family, '-restore', this.#variant), ['--noflush', '--wait'], restorePayload(set, { addJump: before.jumps === 0, others }));
     const after = readChain(await this.#save(set), set);
     // iptables-save is a second command: a listing without exactly the rules just written (someone
     // changed them in between) is not kept as the reference, so the next check writes again.
-    const complete = after.chainExists && after.jumps === 1 && after.rules.length === set.rules.length;
-    this.#installed.set(key(set), complete ? after.rules.join('\n') : '');
+    const reference = this.#reference(set, after.rules);
+    const complete = after.chainExists && after.jumps === 1 && reference === this.#reference(set, restoreOrder(set));
+    this.#installed.set(key(set), complete ? reference : '');
     this.#log.info({ family: set.family, table: set.table, chain: set.chain, rules: after.rules.length }, 'iptables rules installed');
+  }
+
+  /**
+   * What of a chain's listing is this agent's to keep as it wrote it: the shared rules at its head
+   * and its own rules in order. Other agents' rules between them are theirs to check.
+   */
+  #reference(set: RuleSet, listed: readonly string[]): string {
+    const shared = sharedRules(set);
+    const others = new Set(othersRules(set, listed));
+    return [...listed.slice(0, shared.length), '--', ...listed.slice(shared.length).filter((r) => !others.has(r))].join('\n');
   }
 
   #save(set: RuleSet): Promise<string> {
@@ -95,3 +108,8 @@ export class Iptables implements TrafficManager {
 }
 
 const key = (set: RuleSet): string => `${set.family} ${set.chain}`;
+
+/** The chain's rules as restorePayload writes them, without other agents' rules. */
+function restoreOrder(set: RuleSet): string[] {
+  return [...sharedRules(set), ...set.rules.filter((r) => ownsRule(set, r))];
+}
