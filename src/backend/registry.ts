@@ -1,6 +1,7 @@
 /** The backends weft has, by flannel type name. Explicit data: nothing registers itself on import. */
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { NetworkConfig } from '../config/network-config.js';
+import { allocBackend } from './alloc/alloc-backend.js';
 import type { BackendFactory } from './backend.js';
 import { hostGwBackend } from './host-gw/host-gw-backend.js';
 import { udpBackend } from './udp/udp-backend.js';
@@ -10,10 +11,11 @@ export const backendFactories: ReadonlyMap<string, BackendFactory> = new Map([
   ['vxlan', vxlanBackend],
   ['host-gw', hostGwBackend],
   ['udp', udpBackend],
+  ['alloc', allocBackend],
 ]);
 
 /** flannel's other backends: known names that this weft does not have (yet). */
-const notAvailable = new Set(['wireguard', 'ipip', 'ipsec', 'alloc', 'extension', 'tencent-vpc']);
+const notAvailable = new Set(['wireguard', 'ipip', 'ipsec', 'extension', 'tencent-vpc']);
 
 export function backendFactory(type: string): BackendFactory {
   const factory = backendFactories.get(type);

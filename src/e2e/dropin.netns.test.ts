@@ -128,3 +128,20 @@ test('two agents per host, one per network (flannel\'s running.md): each keeps i
   for (const n of c.nodes) await c.addPod(n);
   await assertFullMesh(c);
 });
+
+test('alloc: a lease and subnet.env per node, flannel\'s lease JSON, and no device, route or peer, for weft as for flanneld', { skip, timeout: 240_000 }, async (t) => {
+  const c = await cluster(t, 3, '{"Network":"198.18.0.0/16","Backend":{"Type":"alloc"}}');
+  await startAll(c, () => []);
+  const leases = await c.leases();
+  assert.equal(leases.length, 3);
+  for (const l of leases) assert.match(l.value, /^\{"PublicIP":"203\.0\.113\.\d+","PublicIPv6":null\}$/, 'flannel\'s alloc lease: no BackendType, no BackendData');
+  for (const n of c.nodes) {
+    const env = (await c.subnetEnv(n))!;
+    assert.equal(env.mtu, 1500, `${n.name}: FLANNEL_MTU is the interface's`);
+    const links = (await nsExec(n.ns, 'ip', ['-o', 'link', 'show'])).split('\n').filter((l) => /flannel/.test(l));
+    assert.deepEqual(links, [], `${n.name}: no flannel device`);
+    assert.deepEqual((await c.routes(n)).filter((r) => r.dst.startsWith('198.18.')), [], `${n.name}: no route into the network`);
+  }
+  const weft = c.nodes[1]!;
+  assert.ok(!weft.log.includes('"level":"error"'), 'weft logged no error');
+});

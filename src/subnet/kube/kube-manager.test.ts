@@ -74,7 +74,9 @@ test('the lease is the node\'s podCIDR, waited for (node and podCIDR), and the a
   assert.deepEqual(f.server.getNode('n1').status.conditions?.map((c) => [c['type'], c['status'], c['reason']]), [['NetworkUnavailable', 'False', 'FlannelIsUp']]);
   await waitUntil('the informer has the published node', async () => (await m.checkLease()).held);
   // A restarted agent finds what it published, to recreate its vxlan device with the same MAC.
-  assert.equal((await manager('n1').previousAttrs(parseIp('203.0.113.1'), signal))?.backendData, '{"VNI":1,"VtepMAC":"0e:00:00:00:00:01"}');
+  const previous = await manager('n1').previousAttrs(parseIp('203.0.113.1'), signal);
+  assert.equal(previous?.backendData, '{"VNI":1,"VtepMAC":"0e:00:00:00:00:01"}');
+  assert.equal(previous?.backendType, 'vxlan', 'and which backend made its devices (leftovers.ts)');
 });
 
 test('public-ip-overwrite is published instead of the detected address; a podCIDR outside the network is an error', async (t) => {
@@ -228,4 +230,24 @@ test('without NODE_NAME the node comes from the agent\'s Pod (POD_NAME, POD_NAME
   const lease = await manager({ podName: 'kube-flannel-ds-x1', podNamespace: 'kube-flannel' }).acquireLease(vxlanAttrs(7), signal);
   assert.equal(lease.subnet.ipv4?.ip.value, parseIp('198.18.7.0').value);
   await assert.rejects(manager({ podName: '', podNamespace: '' }).acquireLease(vxlanAttrs(7), signal), (err) => isWeftError(err, 'WEFT_ERR_CONFIG'));
+});
+
+test('alloc, as flannel: no informer; the own Node is read with GETs until it has a podCIDR, annotations published, no list or watch of Nodes', async (t) => {
+  const { f, manager, signal } = await setup(t);
+  const log = recordingLogger();
+  const m = manager('n1', log, '{"Network":"198.18.0.0/16","Backend":{"Type":"alloc"}}');
+  const acquiring = m.acquireLease({ publicIp: parseIp('203.0.113.1') }, signal);
+  await waitUntil('the wait for the node is logged', () => log.lines.some((l) => l.msg === 'waiting for node "n1" to be registered'));
+  f.server.createNode('n1', { podCIDR: '198.18.7.0/24' });
+  f.server.createNode('n2', { podCIDR: '198.18.8.0/24' });
+  const lease = await acquiring;
+  assert.equal(lease.subnet.ipv4?.prefix, 24);
+  assert.equal(f.server.getNode('n1').metadata.annotations?.[`${P}public-ip`], '203.0.113.1');
+  assert.equal(f.server.getNode('n1').metadata.annotations?.[`${P}backend-type`], '', 'alloc publishes no backend type, as flannel');
+  assert.equal((await m.nodePublicIps(signal)).publicIp, '');
+  assert.deepEqual([requests(f, 'list'), requests(f, 'watch')], [0, 0], 'no informer of every Node');
+  assert.ok(requests(f, 'get') >= 2, 'the own Node, read until it was there');
+  assert.equal((await m.checkLease()).held, true);
+  const first = await m.watchLeases(signal).next();
+  assert.deepEqual(first.value, [], 'no peers');
 });

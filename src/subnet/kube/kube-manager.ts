@@ -5,7 +5,8 @@
  * annotations, the peers, and the health check's confirmation. Its only requests of its own are the strategic-merge patches of
  * this node's status (annotations, NetworkUnavailable), each retried with backoff until it lands,
  * and, without NODE_NAME, one GET of the agent's own Pod. Annotations of other nodes are
- * untrusted input.
+ * untrusted input. With the alloc backend, as flannel (pkg/subnet/kube/kube.go, disableNodeInformer),
+ * there is no informer: the agent GETs its own Node until it has a podCIDR, and reads no other.
  */
 import { publish } from '../../core/events.js';
 import { Backoff, type BackoffOptions } from '../../core/backoff.js';
@@ -18,7 +19,7 @@ import type { IpAddr } from '../../ip/ip.js';
 import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatSubnetPair, leaseAttrsEqual, subnetPairEquals } from '../../lease/lease.js';
 import type { LeaseCheck, SubnetManager } from '../subnet-manager.js';
 import { type AnnotationNames, type NodeRecord, NodeRecords, annotationNames, nodeLease, normalizePrefix, ownAnnotations, podCidrs } from './annotations.js';
-import type { KubeClient } from '../../kube/kube-client.js';
+import { type KubeClient, KubeApiError } from '../../kube/kube-client.js';
 import { Informer, type InformerOptions } from '../../kube/informer.js';
 
 /** The Nodes collection, and a node's status subresource: the only write flannel's ClusterRole allows. */
@@ -48,6 +49,10 @@ export class KubeManager implements SubnetManager {
   readonly #client: KubeManagerOptions['client'];
   readonly #names: AnnotationNames;
   readonly #informer: Informer<NodeRecord>;
+  readonly #decoder: NodeRecords;
+  /** The alloc backend's mode: no informer; `#own` is this Node as last read or patched. */
+  readonly #direct: boolean;
+  #own: NodeRecord | undefined;
   readonly #log: Logger;
   readonly #clock: Clock;
   readonly #warned = new Map<string, string>();
@@ -63,13 +68,15 @@ export class KubeManager implements SubnetManager {
     this.#names = annotationNames(prefix);
     this.#log = options.log;
     this.#clock = options.clock ?? systemClock;
-    this.#informer = new Informer({ api: options.client, path: nodesPath, decoder: new NodeRecords(prefix), what: 'node', log: options.log, clock: this.#clock, ...options.informer });
+    this.#decoder = new NodeRecords(prefix);
+    this.#informer = new Informer({ api: options.client, path: nodesPath, decoder: this.#decoder, what: 'node', log: options.log, clock: this.#clock, ...options.informer });
+    this.#direct = backendTypeOf(options.netConf) === 'alloc';
     if (options.nodeName) this.#nodeName = Promise.resolve(options.nodeName);
   }
 
-  /** Runs the Node informer until `signal` aborts; everything else reads it. */
+  /** Runs the Node informer until `signal` aborts; everything else reads it. (alloc: none.) */
   run(signal: AbortSignal): Promise<void> {
-    return this.#informer.run(signal);
+    return this.#direct ? untilAborted(signal) : this.#informer.run(signal);
   }
 
   async getNetworkConfig(): Promise<NetworkConfig> {
@@ -83,9 +90,9 @@ export class KubeManager implements SubnetManager {
     const config = this.#config ?? (await this.getNetworkConfig());
     const name = await this.#ownName(signal);
     let waiting = '';
-    for await (const batch of this.#informer.changes(signal)) {
+    for await (const batch of this.#ownNodeChanges(name, signal)) {
       if (waiting && !batch.some((c) => c.record.name === name)) continue;
-      const node = this.#informer.get(name);
+      const node = this.#node(name);
       const subnet = node ? ownSubnets(config, node) : undefined;
       if (subnet && 'problem' in subnet) throw new WeftError(ErrorCodes.CONFIG, `node "${name}" ${subnet.problem}`);
       if (node && subnet) {
@@ -113,6 +120,8 @@ export class KubeManager implements SubnetManager {
    * them) and yields the lease when the node's podCIDR changes.
    */
   async *holdLease(signal: AbortSignal): AsyncGenerator<Lease> {
+    // alloc: flannel watches nothing once the lease is taken, and neither does weft.
+    if (this.#direct) return untilAborted(signal);
     const name = await this.#ownName(signal);
     const config = this.#config ?? (await this.getNetworkConfig());
     for await (const batch of this.#informer.changes(signal)) {
@@ -137,6 +146,11 @@ export class KubeManager implements SubnetManager {
   }
 
   async *watchLeases(signal: AbortSignal): AsyncGenerator<LeaseEvent[]> {
+    if (this.#direct) {
+      // No informer, so no peers: one empty first batch, then nothing.
+      yield [];
+      return untilAborted(signal);
+    }
     const config = this.#config ?? (await this.getNetworkConfig());
     const own = await this.#ownName(signal);
     const byNode = new Map<string, Lease>();
@@ -167,29 +181,31 @@ export class KubeManager implements SubnetManager {
    */
   async nodePublicIps(signal: AbortSignal): Promise<{ publicIp: string; publicIpv6: string }> {
     const name = await this.#ownName(signal);
-    await this.#informer.whenSynced(signal);
-    const a = this.#informer.get(name)?.annotations ?? {};
+    const a = (await this.#synced(name, signal))?.annotations ?? {};
     return { publicIp: a[this.#names.nodePublicIp] ?? '', publicIpv6: a[this.#names.nodePublicIpv6] ?? '' };
   }
 
   /** The backend data this Node carries from an earlier run (flannel 0.28 reuses its VtepMAC). */
   async previousAttrs(publicIp: IpAddr, signal: AbortSignal): Promise<LeaseAttrs | undefined> {
     const name = await this.#ownName(signal);
-    await this.#informer.whenSynced(signal);
-    const a = this.#informer.get(name)?.annotations ?? {};
+    const a = (await this.#synced(name, signal))?.annotations ?? {};
     const usable = (v: string | undefined): v is string => v !== undefined && v !== '' && v !== 'null';
     const backendData = a[this.#names.backendData];
     const backendV6Data = a[this.#names.backendV6Data];
-    if (!usable(backendData) && !usable(backendV6Data)) return undefined;
+    const backendType = a[this.#names.backendType];
+    if (!usable(backendData) && !usable(backendV6Data) && !usable(backendType)) return undefined;
     return {
       publicIp: publicIp.family === 4 ? publicIp : { family: 4, value: 0n },
+      // Which devices were this agent's (a udp node's flannel0 has no backend data).
+      ...(usable(backendType) ? { backendType } : {}),
       ...(usable(backendData) ? { backendData } : {}),
       ...(usable(backendV6Data) ? { backendV6Data } : {}),
     };
   }
 
-  /** From the informer's cache: no request. */
+  /** From the informer's cache: no request. (alloc: the lease as taken, confirmed by the connection's liveness.) */
   async checkLease(): Promise<LeaseCheck> {
+    if (this.#direct) return { held: this.#lease !== undefined, confirmedAt: this.#client.lastAlive() };
     const confirmedAt = this.#informer.contactAt();
     const name = this.#nodeName ? await this.#nodeName : undefined;
     const node = name ? this.#informer.get(name) : undefined;
@@ -235,11 +251,12 @@ export class KubeManager implements SubnetManager {
 
   /** Publishes `attrs` as the node's annotations if the cache says they differ; the Node as it is then. */
   async #publish(name: string, attrs: LeaseAttrs, signal: AbortSignal): Promise<NodeRecord | undefined> {
-    const current = this.#informer.get(name);
+    const current = this.#node(name);
     const changed = ownAnnotations(this.#names, attrs, current?.annotations ?? {});
     if (Object.keys(changed).length === 0) return current;
     const answer = await this.#patch(name, { metadata: { annotations: changed } }, 'node annotations', signal);
     this.#log.info({ node: name, annotations: Object.keys(changed) }, 'node annotations published');
+    if (this.#direct) return (this.#own = this.#decoder.record(answer) ?? current);
     return this.#informer.observe(answer) ?? current;
   }
 
@@ -271,6 +288,53 @@ export class KubeManager implements SubnetManager {
         this.#log.warn({ err, ...fields, retryMs: waitMs }, `could not ${what}; retrying`);
         await this.#clock.sleep(waitMs, signal);
       }
+    }
+  }
+
+  /** This Node as the informer's cache (or, for alloc, the last GET or patch) has it. */
+  #node(name: string): NodeRecord | undefined {
+    return this.#direct ? this.#own : this.#informer.get(name);
+  }
+
+  /** This Node once the cache is filled: the informer synced, or (alloc) one GET made. */
+  async #synced(name: string, signal: AbortSignal): Promise<NodeRecord | undefined> {
+    if (!this.#direct) {
+      await this.#informer.whenSynced(signal);
+      return this.#informer.get(name);
+    }
+    if (!this.#own) await this.#fetch(name, signal);
+    return this.#own;
+  }
+
+  /** One GET of this Node; undefined while it does not exist. */
+  async #fetch(name: string, signal: AbortSignal): Promise<NodeRecord | undefined> {
+    const raw = await this.#retry(
+      () => this.#client.get(`${nodesPath}/${encodeURIComponent(name)}`, signal).catch((err: unknown) => {
+        if (err instanceof KubeApiError && err.status === 404) return undefined;
+        throw err;
+      }),
+      { node: name },
+      `read node "${name}"`,
+      signal,
+    );
+    this.#own = raw === undefined ? undefined : this.#decoder.record(raw);
+    return this.#own;
+  }
+
+  /**
+   * The informer's changes that may concern this Node; for alloc, a GET of it every few seconds
+   * (3 s, as flannel polls, growing to 30 s while the wait lasts), each reported as a change.
+   */
+  async *#ownNodeChanges(name: string, signal: AbortSignal): AsyncGenerator<ReadonlyArray<{ readonly record: { readonly name: string } }>> {
+    if (!this.#direct) {
+      yield* this.#informer.changes(signal);
+      return;
+    }
+    const backoff = new Backoff({ initialMs: 3000, maxMs: 30_000 });
+    for (;;) {
+      await this.#fetch(name, signal);
+      yield [{ record: { name } }];
+      await this.#clock.sleep(backoff.next(), signal);
     }
   }
 
@@ -307,3 +371,20 @@ function ownSubnets(config: NetworkConfig, node: NodeRecord): SubnetPair | { pro
   return { ...(config.enableIPv4 && cidrs.ipv4 ? { ipv4: cidrs.ipv4 } : {}), ...(config.enableIPv6 && cidrs.ipv6 ? { ipv6: cidrs.ipv6 } : {}) };
 }
 
+
+/** The net-conf's Backend.Type, or undefined when it does not parse (getNetworkConfig says why). */
+function backendTypeOf(netConf: string): string | undefined {
+  try {
+    return parseNetworkConfig(netConf, 'kube').backend.type;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Resolves once `signal` aborts. */
+function untilAborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}

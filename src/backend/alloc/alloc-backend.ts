@@ -1,0 +1,64 @@
+/**
+ * The alloc backend, as flannel's (pkg/backend/alloc): a lease and subnet.env, no data plane.
+ * Something else routes between the nodes (a cloud's route tables, a controller), so the agent
+ * makes no device, programs no peer and does not even follow the other leases; flannel's lease
+ * carries the public address and no BackendType. In kube mode the agent reads its own Node with
+ * GETs instead of an informer of every Node (kube-manager.ts), as flannel does for alloc.
+ */
+import { type Clock, systemClock } from '../../core/clock.js';
+import { publish } from '../../core/events.js';
+import type { LeaseAttrs, LeaseEvent } from '../../lease/lease.js';
+import type { BackendFactory, Network } from '../backend.js';
+
+/** As the reconcilers' periodic pass: the liveness check (`/healthz`) counts these. */
+const passMs = 60_000;
+
+export const allocBackend: BackendFactory = {
+  /** alloc has no options besides Type. */
+  checkOptions() {},
+  deviceNames: () => [],
+  async create(_config, deps) {
+    const v4 = deps.planes.find((p) => p.family === 4);
+    const v6 = deps.planes.find((p) => p.family === 6);
+    const attrs: LeaseAttrs = {
+      // flannel publishes PublicIP only; an IPv6-only node's reads 0.0.0.0 there, as in the others.
+      publicIp: v4?.publicIp ?? { family: 4, value: 0n },
+      ...(v6 ? { publicIpv6: v6.publicIp } : {}),
+    };
+    return new AllocNetwork(attrs, deps.extIface.mtu, deps.clock ?? systemClock);
+  },
+};
+
+class AllocNetwork implements Network {
+  readonly attrs: LeaseAttrs;
+  readonly mtu: number;
+  readonly #clock: Clock;
+
+  constructor(attrs: LeaseAttrs, mtu: number, clock: Clock) {
+    this.attrs = attrs;
+    this.mtu = mtu;
+    this.#clock = clock;
+  }
+
+  async setLease(): Promise<void> {}
+
+  /**
+   * Never reads `events` (the watch of the other leases is never started: nothing here uses
+   * them). A pass over nothing every period keeps the liveness check truthful: the agent's loop
+   * is alive.
+   */
+  async run(_events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      publish('reconcile', { seconds: 0 });
+      await this.#clock.sleep(passMs, signal).catch(() => undefined);
+    }
+  }
+
+  peers(): [] {
+    return [];
+  }
+
+  packetCounters(): undefined {
+    return undefined;
+  }
+}
