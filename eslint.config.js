@@ -14,7 +14,7 @@ const packages = {
   yaml: { group: ['js-yaml'], message: 'only kube/kube-access.ts parses YAML (kubeconfig files)' },
   // A regex: as a gitignore-style group, `netlink` would also match weft's own netlink/ folder.
   netlink: { regex: '^netlink(/|$)', message: 'only netlink/rtnetlink.ts talks to the kernel through the netlink package' },
-  childProcess: { group: ['node:child_process'], message: 'only traffic/*, cni/delegate.ts and cli/sd-notify.ts run commands' },
+  childProcess: { group: ['node:child_process'], message: 'only traffic/*, cni/delegate.ts, cli/sd-notify.ts and backend/extension/extension-command.ts (the extension backend runs the config\'s commands, as flannel\'s) run commands' },
 };
 const allPackages = Object.values(packages);
 const without = (...skip) => allPackages.filter((p) => !skip.includes(p));
@@ -73,4 +73,5 @@ export default tseslint.config(
   zone(['src/traffic/**/*.ts'], layers.adapter, without(packages.childProcess)),
   zone(['src/cni/delegate.ts'], layers.cni, without(packages.childProcess)),
   zone(['src/cli/sd-notify.ts'], layers.cli, without(packages.childProcess)),
+  zone(['src/backend/extension/extension-command.ts'], layers.backend, without(packages.childProcess)),
 );

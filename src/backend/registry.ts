@@ -2,6 +2,7 @@
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { NetworkConfig } from '../config/network-config.js';
 import { allocBackend } from './alloc/alloc-backend.js';
+import { extensionBackend } from './extension/extension-backend.js';
 import type { BackendFactory } from './backend.js';
 import { hostGwBackend } from './host-gw/host-gw-backend.js';
 import { udpBackend } from './udp/udp-backend.js';
@@ -12,10 +13,11 @@ export const backendFactories: ReadonlyMap<string, BackendFactory> = new Map([
   ['host-gw', hostGwBackend],
   ['udp', udpBackend],
   ['alloc', allocBackend],
+  ['extension', extensionBackend],
 ]);
 
 /** flannel's other backends: known names that this weft does not have (yet). */
-const notAvailable = new Set(['wireguard', 'ipip', 'ipsec', 'extension', 'tencent-vpc']);
+const notAvailable = new Set(['wireguard', 'ipip', 'ipsec', 'tencent-vpc']);
 
 export function backendFactory(type: string): BackendFactory {
   const factory = backendFactories.get(type);

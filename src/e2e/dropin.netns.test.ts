@@ -7,6 +7,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Cluster, type ClusterNode } from '../testing/cluster.js';
@@ -144,4 +146,51 @@ test('alloc: a lease and subnet.env per node, flannel\'s lease JSON, and no devi
   }
   const weft = c.nodes[1]!;
   assert.ok(!weft.log.includes('"level":"error"'), 'weft logged no error');
+});
+
+test('extension: flannel\'s commands with flannel\'s variables, the pre-startup output as BackendData, each peer\'s on the add and remove commands\' input, for weft as for flanneld', { skip, timeout: 240_000 }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-ext-e2e-'));
+  const script = async (name: string, body: string): Promise<string> => {
+    const path = join(dir, name);
+    await writeFile(path, `#!/bin/sh\n${body}\n`);
+    await chmod(path, 0o755);
+    return path;
+  };
+  const cmds = {
+    PreStartupCommand: await script('pre.sh', 'echo "data-$NODE_NAME"'),
+    PostStartupCommand: await script('post.sh', `echo "NETWORK=$NETWORK SUBNET=$SUBNET IPV6SUBNET=$IPV6SUBNET PUBLIC_IP=$PUBLIC_IP PUBLIC_IPV6=$PUBLIC_IPV6" > ${dir}/post-$NODE_NAME`),
+    SubnetAddCommand: await script('add.sh', `echo "add $SUBNET $PUBLIC_IP $(cat)" >> ${dir}/log-$NODE_NAME`),
+    SubnetRemoveCommand: await script('remove.sh', `echo "remove $SUBNET $PUBLIC_IP $(cat)" >> ${dir}/log-$NODE_NAME`),
+  };
+  const c = await cluster(t, 3, JSON.stringify({ Network: '198.18.0.0/16', Backend: { Type: 'extension', ...cmds } }));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await startAll(c, () => []);
+  const subnetOf = async (n: ClusterNode): Promise<string> => {
+    const s = (await c.subnetEnv(n))!.subnet!;
+    return `${[24n, 16n, 8n].map((b) => String((s.ip.value >> b) & 255n)).join('.')}.0/${s.prefix}`;
+  };
+  const log = (n: ClusterNode): Promise<string> => readFile(join(dir, `log-${n.name}`), 'utf8').catch(() => '');
+  for (const n of c.nodes) {
+    const others = c.nodes.filter((o) => o !== n);
+    const want = await Promise.all(others.map(async (o) => `add ${await subnetOf(o)} ${o.ip} data-${o.name}`));
+    await wait(`${n.name} ran the add command for each peer`, async () => {
+      const text = await log(n);
+      return want.every((w) => text.includes(w));
+    });
+  }
+  for (const n of c.nodes.slice(1)) {
+    assert.equal((await readFile(join(dir, `post-${n.name}`), 'utf8')).trim(), `NETWORK=198.18.0.0/16 SUBNET=${await subnetOf(n)} IPV6SUBNET=::/0 PUBLIC_IP=${n.ip} PUBLIC_IPV6=<nil>`);
+  }
+  const leases = await c.leases();
+  assert.ok(leases.every((l) => /"BackendType":"extension","BackendData":"data-/.test(l.value)), 'the pre-startup output, as a JSON string');
+  // A peer goes; and a hostile lease's BackendData reaches the command only as its input.
+  const n3 = c.nodes[2]!;
+  const gone = await subnetOf(n3);
+  await c.stopAgent(n3);
+  await c.etcd('del', `/coreos.com/network/subnets/${gone.replace('/', '-')}`);
+  await c.etcd('put', '/coreos.com/network/subnets/198.18.250.0-24', `{"PublicIP":"203.0.113.99","PublicIPv6":null,"BackendType":"extension","BackendData":"$(touch ${dir}/pwned)"}`);
+  const weft = c.nodes[1]!;
+  await wait('the remove command ran for the gone peer', async () => (await log(weft)).includes(`remove ${gone} ${n3.ip} data-${n3.name}`));
+  await wait('the add command ran for the new lease', async () => (await log(weft)).includes(`add 198.18.250.0/24 203.0.113.99 $(touch ${dir}/pwned)`));
+  await assert.rejects(readFile(join(dir, 'pwned')), 'nothing in a lease is run');
 });

@@ -1,0 +1,40 @@
+/** The extension backend's command runner: Go's os.Expand, no shell, input and output as flannel's runCmd. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { commandWords, expandWord, runCommand } from './extension-command.js';
+
+test('$VAR and ${VAR} as Go\'s os.Expand reads them (its own test table)', () => {
+  const vars: Record<string, string> = { '*': 'all the args', '#': 'NARGS', $: 'PID', '1': 'ARGUMENT1', HOME: '/usr/gopher', H: '(Value of H)', home_1: '/usr/foo' };
+  const lookup = (name: string): string => vars[name] ?? '';
+  const cases: Array<[string, string]> = [
+    ['', ''], ['$*', 'all the args'], ['$$', 'PID'], ['${*}', 'all the args'], ['$1', 'ARGUMENT1'], ['${1}', 'ARGUMENT1'],
+    ['now is the time', 'now is the time'], ['$HOME', '/usr/gopher'], ['$home_1', '/usr/foo'], ['${HOME}', '/usr/gopher'],
+    ['${H}OME', '(Value of H)OME'], ['A$$$#$1$H$home_1*B', 'APIDNARGSARGUMENT1(Value of H)/usr/foo*B'],
+    ['start$+middle$^end$', 'start$+middle$^end$'], ['mixed$|bag$$$', 'mixed$|bagPID$'], ['$', '$'], ['$}', '$}'],
+    ['${', ''], ['${}', ''], ['a${b', 'ab'], ['$UNSET-x', '-x'],
+  ];
+  for (const [input, want] of cases) assert.equal(expandWord(input, lookup), want, input);
+});
+
+test('a command line is split at white space and each word expanded alone: a value with spaces stays one argument', () => {
+  assert.deepEqual(commandWords('  /bin/add   --subnet=$SUBNET ${NAME}  ', { SUBNET: '198.18.2.0/24', NAME: 'a b; rm -rf /' }), ['/bin/add', '--subnet=198.18.2.0/24', 'a b; rm -rf /']);
+  assert.throws(() => commandWords('   ', {}), /empty extension command/);
+});
+
+test('runs without a shell, the variables in its environment, the input and a newline on stdin; output and errors together, trimmed', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-ext-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const script = join(dir, 'cmd.sh');
+  await writeFile(script, '#!/bin/sh\necho "subnet=$SUBNET arg=$1"\ncat\necho oops >&2\nexit ${CODE:-0}\n');
+  await chmod(script, 0o755);
+  const ok = await runCommand(`${script} $SUBNET`, { SUBNET: '198.18.2.0/24' }, '$(touch /tmp/weft-ext-pwned)', { PATH: '/usr/bin:/bin' });
+  assert.deepEqual(ok, { output: 'subnet=198.18.2.0/24 arg=198.18.2.0/24\n$(touch /tmp/weft-ext-pwned)\noops', ok: true });
+  const failed = await runCommand(script, { CODE: '3' }, '', { PATH: '/usr/bin:/bin' });
+  assert.deepEqual([failed.ok, failed.failure], [false, 'exit status 3']);
+  const missing = await runCommand(join(dir, 'nope'), {}, '');
+  assert.equal(missing.ok, false);
+  assert.match(missing.failure ?? '', /ENOENT/);
+});
