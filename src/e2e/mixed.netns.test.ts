@@ -50,3 +50,25 @@ test('kube mode: flanneld v0.20.2 and weft nodes under one API server; every pod
   for (const n of cluster.nodes) await cluster.addPod(n);
   await assertFullMesh(cluster);
 });
+
+test('dual-stack vxlan: flanneld v0.20.2 and weft nodes in one etcd cluster; every pod reaches every other over IPv4 and IPv6', { skip, timeout: 240_000 }, async (t) => {
+  const cluster = await Cluster.create({
+    nodes: 3,
+    ipv6: true,
+    config: '{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}',
+    agentFlags: ['--ip-masq'],
+  });
+  t.after(async () => {
+    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
+    await cluster.destroy();
+  });
+  const [flanneld, ...wefts] = cluster.nodes;
+  for (const n of wefts) cluster.startAgent(n);
+  await wait('the weft nodes wrote their subnet files', async () => (await Promise.all(wefts.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet && e.ipv6Subnet));
+  cluster.startAgent(flanneld!, [], { WEFT_TEST_AGENT_BIN: anchor });
+  await wait('flanneld wrote its subnet file', async () => (await cluster.subnetEnv(flanneld!))?.ipv6Subnet !== undefined);
+  for (const l of await cluster.leases()) assert.match(l.value, /"PublicIPv6":"2001:db8:113::[0-9a-f]+".*"BackendV6Data":\{"VNI":1,"VtepMAC":/, 'one JSON for both agents');
+  for (const n of cluster.nodes) await cluster.addPod(n);
+  assert.ok(cluster.nodes.every((n) => n.pods[0]!.ips.length === 2), 'every pod has an address of each family');
+  await assertFullMesh(cluster);
+});
