@@ -33,3 +33,9 @@ test('own leftovers: only devices this agent\'s previous lease shows it made; an
   assert.deepEqual(ownLeftovers(present, [], { backendType: 'vxlan', backendData: '{"VtepMAC":7}' }), []);
   assert.deepEqual(ownLeftovers(present, [], undefined), [], 'no previous lease: nothing is this agent\'s to remove');
 });
+
+test('own leftovers: a device without a MAC is no vxlan device of this agent\'s; flannel-wg-v6 goes with a wireguard lease', () => {
+  const present = [{ name: 'flannel.5' }, { name: 'flannel-wg-v6' }, { name: 'flannel.1', mac: '0e:00:00:00:00:01' }];
+  assert.deepEqual(ownLeftovers(present, [], { backendType: 'vxlan', backendData: '{"VNI":5}' }), [], 'no VtepMAC published, no device of unknown MAC claimed');
+  assert.deepEqual(ownLeftovers(present, [], { backendType: 'wireguard' }), ['flannel-wg-v6']);
+});

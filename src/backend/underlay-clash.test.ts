@@ -48,3 +48,21 @@ test('families are checked as asked, and removal forgets a lease', () => {
   index.remove('nobody');
   assert.equal(index.clash('n', lease('198.19.0.0/16', '198.18.6.1'), [4]), undefined, 'empty again');
 });
+
+test('the edges: a subnet\'s last address is inside it, the next one is not; a family a lease lacks is skipped; a lease checked again is not its own clash; IPv6 subnets keep their length', () => {
+  const index = new UnderlayIndex();
+  index.add('b', lease('198.18.2.0/25', '198.19.0.2'), [4]);
+  assert.equal(index.clash('n', lease('198.18.9.0/24', '198.18.2.127'), [4])?.holder, 'b', 'the last address');
+  assert.equal(index.clash('n', lease('198.18.9.0/24', '198.18.2.128'), [4]), undefined, 'the first address past it');
+  assert.equal(index.clash('n', lease('198.19.0.3/32', '198.19.9.9'), [4]), undefined, 'a /32 next to the public IP');
+  assert.equal(index.clash('n', lease('198.19.0.2/32', '198.19.9.9'), [4])?.holder, 'b', 'a /32 on it');
+  // One family missing from a lease: no subnet or no public IP of it.
+  index.add('v4only', lease('198.18.4.0/24', '198.19.0.4'), [4, 6]);
+  const noV6Ip: Lease = { subnet: { ipv4: parseCidr('198.18.5.0/24'), ipv6: parseCidr('2001:db8:1800:5::/64') }, attrs: { publicIp: parseIp('198.19.0.5'), backendType: 'vxlan' } };
+  index.add('noV6Ip', noV6Ip, [4, 6]);
+  assert.equal(index.clash('n', noV6Ip, [4, 6]), undefined);
+  assert.equal(index.clash('n', lease('198.18.6.0/24', '198.19.0.6', '2001:db8:1800:6::/64', '2001:db8:1800:5::1'), [4, 6])?.holder, 'noV6Ip');
+  const v6 = index.clash('n', lease('198.18.6.0/24', '198.19.0.6', '2001:db8:1800:6::/64', '2001:db8:1800:5::1'), [6]);
+  assert.deepEqual([v6?.subnet.prefix, v6?.subnet.ip.family], [64, 6]);
+  assert.equal(index.clash('b', lease('198.18.2.0/25', '198.18.2.9'), [4]), undefined, 'the lease of b, changed to an address in its own subnet, is not b\'s clash');
+});

@@ -147,3 +147,51 @@ test('dual-stack: a --public-ipv6 on the chosen interface is its IPv6 address; o
   assert.equal(natted.how, 'default route', 'a public IP not on this host leaves the choice to the default route');
   assert.equal(formatIp(natted.iface.ifaceAddr!), '203.0.113.6');
 });
+
+test('what a rule cannot use is named: each skipped candidate, every rule given, a missing default route, a public IP of the wrong family', async () => {
+  const bare = { ...kernel, links: async () => [...links, { index: 4, name: 'dummy0', mtu: 1500, up: true }], routeGet: async () => undefined } as unknown as Netlink;
+  await assert.rejects(
+    selectExternalInterface(bare, { ...none, iface: ['wlan0', '198.51.100.99'], ifaceRegex: ['^nomatch$'], ifaceCanReach: '198.51.100.1' }),
+    (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && err.message.startsWith('no interface matches --iface=wlan0 --iface=198.51.100.99 --iface-regex=^nomatch$ --iface-can-reach=198.51.100.1 (')
+      && /--iface=wlan0: no interface named wlan0/.test(err.message) && /no interface has the address 198\.51\.100\.99/.test(err.message)
+      && /--iface-regex=\^nomatch\$: no interface name or address matches \^nomatch\$/.test(err.message) && /--iface-can-reach=198\.51\.100\.1: no route to 198\.51\.100\.1/.test(err.message),
+  );
+  const noRoutes = { ...kernel, routes: async () => [{ dst: parseCidr('0.0.0.0/0'), gateway: parseIp('203.0.113.1'), table: 254, protocol: 3, scope: 0 }] } as unknown as Netlink;
+  await assert.rejects(selectExternalInterface(noRoutes, none), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /^no default route and no --iface, --iface-regex or --public-ip given/.test(err.message), 'a default route without a device chooses nothing');
+  await assert.rejects(selectExternalInterface(noRoutes, { ...none, families: [6] }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /^no IPv6 default route and no --iface, --iface-regex or --public-ipv6 given/.test(err.message));
+  await assert.rejects(selectExternalInterface(kernel, { ...none, publicIp: '2001:db8::1' }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /--public-ip must be an IPv4 address/.test(err.message));
+  const canReachNoSrc = { ...kernel, routeGet: async () => ({ ...routes[0]!, index: 3 }) } as unknown as Netlink;
+  const reached = await selectExternalInterface(canReachNoSrc, { ...none, ifaceCanReach: '198.51.100.9' });
+  assert.deepEqual([reached.iface.name, formatIp(reached.iface.ifaceAddr!)], ['ens5', '198.51.100.7'], 'a route without a source: the interface\'s first address');
+});
+
+test('usable addresses: IPv6 only global and non-temporary; global before link-scope, permanent before dynamic; the regex walks interfaces in index order', async () => {
+  const addrs: AddressInfo[] = [
+    addr(3, '169.254.3.3', 16, { scope: 253 }),
+    addr(3, '198.51.100.7', 24, { permanent: false }),
+    addr(2, '203.0.113.6', 24),
+    addr(2, 'fe80::2', 64, { scope: 253 }),
+    addr(2, '2001:db8:113::99', 64, { temporary: true, permanent: false }),
+    addr(3, '2001:db8:113::7', 64),
+  ];
+  const k = { ...kernel, links: async () => [links[2]!, links[1]!, links[0]!], addresses: async () => addrs } as unknown as Netlink;
+  const ens5 = await selectExternalInterface(k, { ...none, iface: ['ens5'] });
+  assert.equal(formatIp(ens5.iface.ifaceAddr!), '198.51.100.7', 'a global dynamic address before a link-scope permanent one');
+  const dual = await selectExternalInterface(k, { ...none, families: [4, 6], iface: ['eth0', 'ens5'] });
+  assert.equal(dual.iface.name, 'ens5', 'eth0 has only a link-local and a temporary IPv6 address: none usable');
+  assert.match(dual.skipped[0]!, /no IPv6 address on eth0/);
+  const byName = await selectExternalInterface(k, { ...none, ifaceRegex: ['^e'] });
+  assert.equal(byName.iface.name, 'eth0', 'of eth0 (2) and ens5 (3), listed in another order, the lower index');
+  await assert.rejects(selectExternalInterface(k, { ...none, families: [4, 6], ifaceRegex: ['^203\\.|^198\\.'] }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG'), 'in dual-stack an IPv4 match alone is no match');
+});
+
+test('dual-stack with a public IP on this host: the IPv6 one named only where it is on the same interface; IPv6-only says --public-ipv6', async () => {
+  const v6 = [...addresses, addr(2, '2001:db8:113::6', 64), addr(3, '2001:db8:113::7', 64)];
+  const k6 = { ...kernel, addresses: async () => v6 } as unknown as Netlink;
+  const other = await selectExternalInterface(k6, { ...none, families: [4, 6], publicIp: '203.0.113.5', publicIpv6: '2001:db8:113::7' });
+  assert.deepEqual([other.iface.name, formatIp(other.iface.ifaceAddr6!), formatIp(other.iface.publicIpv6!)], ['eth0', '2001:db8:113::6', '2001:db8:113::7'], 'the interface\'s own IPv6 address; the flag stays the public one');
+  const only6 = await selectExternalInterface(k6, { ...none, families: [6], publicIpv6: '2001:db8:113::7' });
+  assert.deepEqual([only6.how, only6.iface.name], ['--public-ipv6', 'ens5']);
+  const v4Named = await selectExternalInterface(k6, { ...none, families: [4, 6], iface: ['203.0.113.5'] });
+  assert.equal(formatIp(v4Named.iface.ifaceAddr6!), '2001:db8:113::6', 'without --public-ipv6, the interface\'s best IPv6 address');
+});

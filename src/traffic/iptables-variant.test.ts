@@ -16,6 +16,8 @@ test('kubelet\'s hint decides first (nf_tables before legacy), then where the ru
     ['no hint, more legacy rules (Docker on legacy)', { nftMangle: [empty, empty], legacy: [rules(3), rules(1)], nft: [rules(2), empty] }, 'legacy'],
     ['no hint, as many nf_tables rules', { nftMangle: [empty, empty], legacy: [rules(2), empty], nft: [rules(1), rules(1)] }, 'nft'],
     ['nothing anywhere', { nftMangle: [empty, empty], legacy: [empty, empty], nft: [empty, empty] }, 'nft'],
+    ['no hint, more legacy rules, one save failed', { nftMangle: [empty, empty], legacy: [rules(3), undefined], nft: [rules(2), undefined] }, 'legacy'],
+    ['the hint\'s name in a rule is no hint chain', { nftMangle: [`*mangle\n-A X -m comment --comment ":KUBE-IPTABLES-HINT" -j RETURN\n`, empty], legacy: [rules(3), empty], nft: [rules(1), empty] }, 'legacy'],
     ['no legacy commands', { nftMangle: [empty, empty], legacy: [undefined, undefined], nft: [rules(1), empty] }, undefined],
     ['no nft commands', { nftMangle: [undefined, undefined], legacy: [rules(1), empty], nft: [undefined, undefined] }, undefined],
   ];

@@ -66,6 +66,9 @@ test('DirectRouting works per family: a peer on the IPv6 underlay\'s subnet gets
   nl.addrs.push({ index: 2, ip: parseIp('2001:db8:113::1'), prefix: 64, scope: 0, permanent: true, deprecated: false, temporary: false });
   const ctl = new AbortController();
   t.after(() => ctl.abort());
+  // The kernel's connected routes of the external interface.
+  nl.kernel.addRoute({ dst: parseCidr('203.0.113.0/24'), index: 2 });
+  nl.kernel.addRoute({ dst: parseCidr('2001:db8:113::/64'), index: 2 });
   const net = await vxlanBackend.create(direct, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(direct, ext), keys: memoryKeys() }, ctl.signal);
   await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, ctl.signal);
   const feed = leaseFeed(ctl.signal);
@@ -73,7 +76,7 @@ test('DirectRouting works per family: a peer on the IPv6 underlay\'s subnet gets
   t.after(() => running);
   // Peer 4 shares the IPv6 underlay subnet but its IPv4 address is elsewhere: direct over IPv6, vxlan over IPv4.
   feed.push([{ type: 'added', lease: peer(4, { publicIp: parseIp('198.51.100.4') }) }]);
-  await waitUntil('both routes', () => nl.routeTable.size === 2);
+  await waitUntil('both routes', () => nl.routeTable.has('2001:db8:1800:4::/64') && nl.routeTable.has('198.18.4.0/24'));
   const v6route = nl.routeTable.get('2001:db8:1800:4::/64')!;
   assert.equal(v6route.gateway?.value, parseIp('2001:db8:113::4').value);
   assert.equal(v6route.onlink, undefined);
@@ -185,6 +188,7 @@ test('a peer outside the network is programmed and stays written once; with Dire
   const ctl = new AbortController();
   t.after(() => ctl.abort());
   const v4ext: ExternalInterface = { index: 2, name: 'eth0', mtu: 1500, ifaceAddr: parseIp('203.0.113.1'), publicIp: parseIp('203.0.113.1') };
+  nl.kernel.addRoute({ dst: parseCidr('203.0.113.0/24'), index: 2 });
   const net = await vxlanBackend.create(direct, { netlink: nl, log: recordingLogger(), extIface: v4ext, planes: familyPlanes(direct, v4ext), keys: memoryKeys() }, ctl.signal);
   const own = { subnet: { ipv4: parseCidr('198.18.1.0/24') }, attrs: net.attrs };
   await net.setLease(own, ctl.signal);

@@ -6,7 +6,6 @@
  * kinds, in write order: neighbour, fdb, route.
  */
 import type { Family } from '../../ip/ip.js';
-import { containsIp } from '../../ip/cidr.js';
 import { isJsonObject, member } from '../../json/go-json.js';
 import { type Lease, type LeaseAttrs, backendDataOf, publicIpOf, subnetOf } from '../../lease/lease.js';
 import type { BackendDeps, BackendFactory } from '../backend.js';
@@ -20,6 +19,7 @@ import type { Refusal } from '../lease-program.js';
 import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network.js';
 import { type VxlanConfig, parseVxlanConfig } from './vxlan-config.js';
 import { VxlanDevice, vxlanDeviceName } from './vxlan-device.js';
+import { isDirect } from './direct-routing.js';
 import { RTPROT_WEFT, type RouteInfo } from '../../netlink/netlink.js';
 
 export const vxlanBackend: BackendFactory = {
@@ -85,7 +85,7 @@ class VxlanDriver implements BackendDriver {
     const subnet = subnetOf(lease.subnet, plane.family)!;
     const publicIp = publicIpOf(lease.attrs, plane.family)!;
     const device = this.#device(plane.family)!;
-    if (this.#vx.directRouting && device.underlaySubnets.some((c) => containsIp(c, publicIp))) {
+    if (this.#vx.directRouting && isDirect(device.underlayRoutes, publicIp)) {
       return { route: [{ dst: subnet, gateway: publicIp }] };
     }
     const data = backendDataOf(lease.attrs, plane.family);

@@ -6,9 +6,10 @@
  */
 import { publish } from '../../core/events.js';
 import type { Logger } from '../../core/log.js';
-import { type Cidr, maskIp } from '../../ip/cidr.js';
+import type { Cidr } from '../../ip/cidr.js';
 import { type Family, ipEquals } from '../../ip/ip.js';
-import type { LinkInfo, Netlink, VxlanSpec } from '../../netlink/netlink.js';
+import type { LinkInfo, Netlink, RouteInfo, VxlanSpec } from '../../netlink/netlink.js';
+import { underlayRoutes } from './direct-routing.js';
 import { ensureSubnetAddress, hasSubnetAddress } from '../device-address.js';
 import type { FamilyPlane } from '../family-plane.js';
 
@@ -33,8 +34,8 @@ export class VxlanDevice {
   #link: LinkInfo | undefined;
   #mac: string | undefined;
   #raWarned = false;
-  /** Connected subnets of the external interface in this family, for DirectRouting. */
-  underlaySubnets: Cidr[] = [];
+  /** The main table of this family as the underlay routes it, for DirectRouting (direct-routing.ts). */
+  underlayRoutes: RouteInfo[] = [];
 
   constructor(options: VxlanDeviceOptions) {
     this.#o = options;
@@ -106,10 +107,9 @@ export class VxlanDevice {
   }
 
   async #loadUnderlay(): Promise<void> {
-    const { netlink, spec } = this.#o;
-    if (spec.underlay === undefined) return;
-    const addrs = await netlink.addresses({ index: spec.underlay, family: this.family });
-    this.underlaySubnets = addrs.filter((a) => a.scope === 0).map((a) => ({ ip: maskIp(a.ip, a.prefix), prefix: a.prefix }));
+    const { netlink } = this.#o;
+    const own = this.#link?.index;
+    this.underlayRoutes = underlayRoutes(await netlink.routes(this.family), own === undefined ? [] : [own]);
   }
 }
 
