@@ -38,4 +38,5 @@ test('own leftovers: a device without a MAC is no vxlan device of this agent\'s;
   const present = [{ name: 'flannel.5' }, { name: 'flannel-wg-v6' }, { name: 'flannel.1', mac: '0e:00:00:00:00:01' }];
   assert.deepEqual(ownLeftovers(present, [], { backendType: 'vxlan', backendData: '{"VNI":5}' }), [], 'no VtepMAC published, no device of unknown MAC claimed');
   assert.deepEqual(ownLeftovers(present, [], { backendType: 'wireguard' }), ['flannel-wg-v6']);
+  assert.deepEqual(ownLeftovers([{ name: 'flannel.1' }], [], { backendType: 'vxlan', backendData: '{"VtepMAC":"0e:00:00:00:00:01"}' }), [], 'a vxlan device whose MAC the kernel did not report');
 });

@@ -14,7 +14,7 @@ test('$VAR and ${VAR} as Go\'s os.Expand reads them (its own test table)', () =>
     ['now is the time', 'now is the time'], ['$HOME', '/usr/gopher'], ['$home_1', '/usr/foo'], ['${HOME}', '/usr/gopher'],
     ['${H}OME', '(Value of H)OME'], ['A$$$#$1$H$home_1*B', 'APIDNARGSARGUMENT1(Value of H)/usr/foo*B'],
     ['start$+middle$^end$', 'start$+middle$^end$'], ['mixed$|bag$$$', 'mixed$|bagPID$'], ['$', '$'], ['$}', '$}'],
-    ['${', ''], ['${}', ''], ['a${b', 'ab'], ['$UNSET-x', '-x'],
+    ['${', ''], ['${}', ''], ['a${b', 'ab'], ['$UNSET-x', '-x'], ['${*x}', ''], ['${1}x', 'ARGUMENT1x'], ['${1', '1'],
   ];
   for (const [input, want] of cases) assert.equal(expandWord(input, lookup), want, input);
 });
@@ -33,7 +33,11 @@ test('runs without a shell, the variables in its environment, the input and a ne
   const ok = await runCommand(`${script} $SUBNET`, { SUBNET: '198.18.2.0/24' }, '$(touch /tmp/weft-ext-pwned)', { PATH: '/usr/bin:/bin' });
   assert.deepEqual(ok, { output: 'subnet=198.18.2.0/24 arg=198.18.2.0/24\n$(touch /tmp/weft-ext-pwned)\noops', ok: true });
   const failed = await runCommand(script, { CODE: '3' }, '', { PATH: '/usr/bin:/bin' });
-  assert.deepEqual([failed.ok, failed.failure], [false, 'exit status 3']);
+  assert.deepEqual(failed, { output: 'subnet= arg=\n\noops', ok: false, failure: 'exit status 3' });
+  const deaf = await runCommand('/bin/true', {}, 'x'.repeat(1 << 20), { PATH: '/usr/bin:/bin' });
+  assert.equal(deaf.ok, true, 'a command that never reads its input');
+  const slow = await runCommand('/bin/sleep 5', {}, '', { PATH: '/usr/bin:/bin' }, 100);
+  assert.deepEqual([slow.ok, slow.failure], [false, 'killed by SIGKILL (a deadline of 0.1 s)']);
   const missing = await runCommand(join(dir, 'nope'), {}, '');
   assert.equal(missing.ok, false);
   assert.match(missing.failure ?? '', /ENOENT/);

@@ -17,7 +17,7 @@ export interface CommandResult {
   readonly failure?: string;
 }
 
-const deadlineMs = 60_000;
+const defaultDeadlineMs = 60_000;
 
 /** Go's os.Expand over one word: `${NAME}`, `$NAME`, `$` and one special character ($*, $1...). */
 export function expandWord(word: string, lookup: (name: string) => string): string {
@@ -59,8 +59,8 @@ export function commandWords(line: string, env: Readonly<Record<string, string |
   return words.map((w) => expandWord(w, (name) => env[name] ?? ''));
 }
 
-/** Runs `line` with `vars` added to the environment and `stdin` on its input. */
-export function runCommand(line: string, vars: Readonly<Record<string, string>>, stdin: string, baseEnv: NodeJS.ProcessEnv = process.env): Promise<CommandResult> {
+/** Runs `line` with `vars` added to the environment and `stdin` on its input; killed after `deadlineMs`. */
+export function runCommand(line: string, vars: Readonly<Record<string, string>>, stdin: string, baseEnv: NodeJS.ProcessEnv = process.env, deadlineMs = defaultDeadlineMs): Promise<CommandResult> {
   const env = { ...baseEnv, ...vars };
   const [file, ...args] = commandWords(line, env);
   return new Promise((resolve) => {

@@ -18,6 +18,8 @@ test('the longest prefix holding the peer decides: no gateway is direct, a gatew
   const cases: Array<[string, boolean]> = [['203.0.113.7', true], ['198.51.100.9', true], ['203.0.113.130', false], ['198.51.100.200', false], ['8.8.8.8', false]];
   for (const [ip, want] of cases) assert.equal(isDirect(routes, parseIp(ip)), want, ip);
   assert.equal(isDirect([], parseIp('203.0.113.7')), false, 'no route at all');
+  assert.equal(isDirect([...routes].reverse(), parseIp('203.0.113.130')), false, 'the longest prefix wins in any order');
+  assert.equal(isDirect([...routes].reverse(), parseIp('203.0.113.7')), true);
 });
 
 test('routes weft wrote, routes through the overlay\'s devices, other tables and non-unicast routes do not count', () => {
