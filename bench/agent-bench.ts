@@ -33,12 +33,26 @@ function leaseValue(i: number): string {
 }
 
 function leaseKey(i: number): string {
-  return `/coreos.com/network/subnets/${peerSubnet(i).replace('/', '-')}`;
+  return `/coreos.com/network/subnets/${benchSubnet(i).replace('/', '-')}`;
 }
+
+/**
+ * BENCH_PEERS (default 1000) peers; past 2000 their subnets are /28s (and the config's SubnetLen
+ * 28), so that 5000 fit in the test range 198.18.0.0/15. Dual-stack stays at 1000 at most: its
+ * /66s fill 2001:db8:1800::/56 at 1024.
+ */
+const peerCount = Number(process.env['BENCH_PEERS'] ?? 1000);
+const subnetLen = peerCount > 2000 ? 28 : 26;
+function benchSubnet(i: number): string {
+  if (subnetLen === 26) return peerSubnet(i);
+  const v = (198 << 24) + (18 << 16) + (i + 1) * 16;
+  return `${v >>> 24}.${(v >> 16) & 255}.${(v >> 8) & 255}.${v & 255}/28`;
+}
+const benchPeer = (i: number): ReturnType<typeof fakePeerNode> => fakePeerNode(i, { subnet: benchSubnet(i) });
 
 /** `dual`: etcd mode with dual-stack leases (two devices, twice the kernel entries). */
 type Registry = 'etcd' | 'kube' | 'dual';
-const config = '{"Network":"198.18.0.0/15","SubnetLen":26,"Backend":{"Type":"vxlan"}}';
+const config = `{"Network":"198.18.0.0/15","SubnetLen":${subnetLen},"Backend":{"Type":"vxlan"}}`;
 /** /66 IPv6 subnets, so that 1000 peers fit in the test range 2001:db8:1800::/56. */
 const dualConfig = '{"Network":"198.18.0.0/15","SubnetLen":26,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","IPv6SubnetLen":66,"Backend":{"Type":"vxlan"}}';
 
@@ -68,9 +82,9 @@ async function benchCluster(registry: Registry, peers: number): Promise<Cluster>
     await populate(cluster, Array.from({ length: peers }, (_, i) => (dual ? dualLease(i) : [leaseKey(i), leaseValue(i)])));
     return cluster;
   }
-  const cluster = await Cluster.create({ nodes: 1, config, kube: { podCidr: () => peerSubnet(peers + 999), kubeconfigJson: true } });
+  const cluster = await Cluster.create({ nodes: 1, config, kube: { podCidr: () => benchSubnet(peers + 999), kubeconfigJson: true } });
   try {
-    for (let i = 0; i < peers; i += 250) await cluster.kubeCommand({ op: 'put', nodes: Array.from({ length: Math.min(250, peers - i) }, (_, j) => fakePeerNode(i + j)) });
+    for (let i = 0; i < peers; i += 250) await cluster.kubeCommand({ op: 'put', nodes: Array.from({ length: Math.min(250, peers - i) }, (_, j) => benchPeer(i + j)) });
   } catch (err) {
     await cluster.destroy();
     throw err;
@@ -202,8 +216,9 @@ async function largestRegions(pid: number): Promise<string> {
 }
 
 async function convergence(): Promise<void> {
-  const peers = 1000;
-  const registries = (process.env['BENCH_REGISTRIES'] ?? 'etcd,kube,dual').split(',') as Registry[];
+  const peers = peerCount;
+  const registries = (process.env['BENCH_REGISTRIES'] ?? (peers > 1000 ? 'etcd,kube' : 'etcd,kube,dual')).split(',') as Registry[];
+  if (peers > 1000 && registries.includes('dual')) throw new Error('dual-stack takes at most 1000 peers (BENCH_PEERS)');
   /** By registry and build: the shipped build, and the baseline build if there is one. */
   const latencies = new Map<string, { add: number[]; del: number[] }>();
   const results: Array<{ registry: Registry; name: string; flags: string; rows: ConvergenceRow[] }> = [];
@@ -264,7 +279,7 @@ async function eventLatency(registry: Registry, cluster: Cluster, node: ClusterN
   try {
     await lines.next(); // ready
     for (const i of indexes) {
-      const peer = fakePeerNode(i);
+      const peer = benchPeer(i);
       const [name, value] = registry === 'kube' ? [peer.metadata.name, JSON.stringify(peer)] : [leaseKey(i), leaseValue(i)];
       mon.stdin!.write(`${name} ${value}\n`);
       out.add.push(await next());
