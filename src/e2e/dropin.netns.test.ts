@@ -195,17 +195,20 @@ test('extension: flannel\'s commands with flannel\'s variables, the pre-startup 
   await assert.rejects(readFile(join(dir, 'pwned')), 'nothing in a lease is run');
 });
 
-test('vxlan DirectRouting decides by the kernel\'s route, as flannel: a peer beyond the connected subnets, reached without a gateway, gets a direct route', { skip, timeout: 240_000 }, async (t) => {
-  const c = await cluster(t, 2, '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","DirectRouting":true}}');
-  const [n1, n2] = c.nodes as [ClusterNode, ClusterNode];
-  // n2 talks from a second address on the segment; n1 has no address there, only an on-link route.
-  const far = `198.51.100.${n2.ip.split('.')[3]}`;
-  await nsExec(n2.ns, 'ip', ['addr', 'add', `${far}/24`, 'dev', 'eth0']);
-  await nsExec(n1.ns, 'ip', ['route', 'add', '198.51.100.0/24', 'dev', 'eth0']);
-  c.startAgent(n1);
-  c.startAgent(n2, [`--iface=${far}`]);
-  await wait('both subnet files', async () => (await Promise.all(c.nodes.map((n) => c.subnetEnv(n)))).every((e) => e?.subnet));
-  await wait('n1 routes to n2 directly, via its address on eth0', async () => (await c.routes(n1)).some((r) => r.gateway === far && r.dev === 'eth0'));
-  for (const n of c.nodes) await c.addPod(n);
-  await assertFullMesh(c);
-});
+for (const agent of ['weft', ...(anchor['WEFT_TEST_AGENT_BIN'] ? ['flanneld'] : [])]) {
+  test(`vxlan DirectRouting decides by the kernel's route, as flannel: a peer beyond the connected subnets, reached without a gateway, gets a direct route (${agent} deciding)`, { skip, timeout: 240_000 }, async (t) => {
+    const c = await cluster(t, 2, '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","DirectRouting":true}}');
+    const [n1, n2] = c.nodes as [ClusterNode, ClusterNode];
+    // n2 talks from a second address on the segment; n1 has no address there, only an on-link route.
+    const far = `198.51.100.${n2.ip.split('.')[3]}`;
+    await nsExec(n2.ns, 'ip', ['addr', 'add', `${far}/24`, 'dev', 'eth0']);
+    await nsExec(n1.ns, 'ip', ['route', 'add', '198.51.100.0/24', 'dev', 'eth0']);
+    c.startAgent(n2, [`--iface=${far}`]);
+    await wait('n2 wrote its subnet file', async () => (await c.subnetEnv(n2))?.subnet !== undefined);
+    c.startAgent(n1, [], agent === 'flanneld' ? anchor : {});
+    await wait('n1 wrote its subnet file', async () => (await c.subnetEnv(n1))?.subnet !== undefined);
+    await wait('n1 routes to n2 directly, via its address on eth0', async () => (await c.routes(n1)).some((r) => r.gateway === far && r.dev === 'eth0'));
+    for (const n of c.nodes) await c.addPod(n);
+    await assertFullMesh(c);
+  });
+}
