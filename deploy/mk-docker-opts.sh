@@ -102,7 +102,7 @@ fi
 : >"$docker_env" || exit 1
 
 # Every DOCKER_OPT_ variable in name order, the caller's own included (as flannel's `set | grep`).
-for name in $(set | sed -n 's/^\(DOCKER_OPT_[A-Za-z0-9_]*\)=.*/\1/p' | sort -u); do
+for name in $(set | sed -n 's/^\(DOCKER_OPT_[A-Za-z0-9_]*\)=.*/\1/p' | LC_ALL=C sort -u); do
 	eval "value=\${$name}"
 	if [ "$indiv_opts" = true ]; then
 		echo "$name=\"$value\"" >>"$docker_env"

@@ -23,7 +23,11 @@ export interface EntryKind<T extends object = object> {
   readonly name: string;
   /** Entries with one key are one entry: two programs wanting one key share it. */
   key(entry: T): string;
-  list(signal: AbortSignal): Promise<Iterable<T>>;
+  /**
+   * The entries in the kernel to compare with the desired state: those it manages, and those under
+   * a key a program wants (`wanted`), which a pass then leaves alone when they match.
+   */
+  list(signal: AbortSignal, wanted?: (key: string) => T | undefined): Promise<Iterable<T>>;
   matches(want: T, have: T): boolean;
   put(entry: T): Promise<void>;
   remove(entry: T): Promise<void>;

@@ -357,7 +357,7 @@ export class Reconciler {
   async #converge(kind: EntryKind, signal: AbortSignal): Promise<number> {
     const want = this.#desired.of(kind);
     const have = new Map<string, object>();
-    for (const e of await kind.list(signal)) have.set(kind.key(e), e);
+    for (const e of await kind.list(signal, (key) => want.get(key))) have.set(kind.key(e), e);
     let changes = 0;
     for (const [key, entry] of want) {
       const current = have.get(key);

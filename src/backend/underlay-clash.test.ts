@@ -66,3 +66,12 @@ test('the edges: a subnet\'s last address is inside it, the next one is not; a f
   assert.deepEqual([v6?.subnet.prefix, v6?.subnet.ip.family], [64, 6]);
   assert.equal(index.clash('b', lease('198.18.2.0/25', '198.18.2.9'), [4]), undefined, 'the lease of b, changed to an address in its own subnet, is not b\'s clash');
 });
+
+test('overlapping subnets, as untrusted leases may have them: a /16 around a /24 still holds an address past the /24', () => {
+  const index = new UnderlayIndex();
+  index.add('wide', lease('198.18.0.0/17', '203.0.113.1'), [4]);
+  index.add('narrow', lease('198.18.5.0/24', '203.0.113.2'), [4]);
+  assert.equal(index.clash('n', lease('198.18.200.0/24', '198.18.9.9'), [4])?.holder, 'wide');
+  assert.equal(index.clash('n', lease('198.18.200.0/24', '198.18.5.9'), [4])?.holder, 'narrow', 'the nearest first');
+  assert.equal(index.clash('n', lease('198.18.200.0/24', '198.18.128.1'), [4]), undefined);
+});

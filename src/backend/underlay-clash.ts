@@ -34,6 +34,8 @@ interface Span {
 export class UnderlayIndex {
   readonly #subnets = new Map<Family, Span[]>();
   readonly #ips = new Map<Family, Span[]>();
+  /** The largest subnet indexed per family, less one: how far back a subnet holding an address can start. */
+  readonly #widest = new Map<Family, bigint>();
   /** The keys indexed: a new one (the whole start-up burst) needs no removal scan. */
   readonly #keys = new Set<string>();
 
@@ -43,7 +45,11 @@ export class UnderlayIndex {
     this.#keys.add(key);
     for (const f of families) {
       const subnet = subnetOf(lease.subnet, f);
-      if (subnet) insert(this.#subnets, f, { first: subnet.ip.value, last: subnet.ip.value + hostPart(subnet), key });
+      if (subnet) {
+        const part = hostPart(subnet);
+        insert(this.#subnets, f, { first: subnet.ip.value, last: subnet.ip.value + part, key });
+        if (part > (this.#widest.get(f) ?? -1n)) this.#widest.set(f, part);
+      }
       const ip = publicIpOf(lease.attrs, f);
       if (ip?.family === f) insert(this.#ips, f, { first: ip.value, last: ip.value, key });
     }
@@ -67,11 +73,13 @@ export class UnderlayIndex {
       const ip = publicIpOf(lease.attrs, f);
       const subnets = this.#subnets.get(f);
       if (ip?.family === f && subnets) {
-        // Leases' subnets do not overlap one another (the allocator sees to it), so only the
-        // last subnet starting at or below the address can hold it.
-        const at = upperBound(subnets, ip.value) - 1;
-        const s = subnets[at];
-        if (s && s.key !== key && ip.value <= s.last) return { code: 'public_ip_in_lease_subnet', holder: s.key, ip, subnet: spanCidr(s, f) };
+        // Subnets starting at or below the address, back to the widest one's reach: leases are
+        // untrusted and may overlap, so the nearest start is not enough (a /16 around a /24).
+        const reach = ip.value - (this.#widest.get(f) ?? 0n);
+        for (let at = upperBound(subnets, ip.value) - 1; at >= 0 && subnets[at]!.first >= reach; at--) {
+          const s = subnets[at]!;
+          if (s.key !== key && ip.value <= s.last) return { code: 'public_ip_in_lease_subnet', holder: s.key, ip, subnet: spanCidr(s, f) };
+        }
       }
       const subnet = subnetOf(lease.subnet, f);
       const ips = this.#ips.get(f);

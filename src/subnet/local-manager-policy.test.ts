@@ -135,3 +135,11 @@ test('a lease found only by a public IP that is not this host\'s is refused, unl
   assert.equal(formatSubnetPair((await manager(false, pair('198.18.2.0/24')).acquireLease(attrsFor(7), signal)).subnet), '198.18.2.0/24', 'behind NAT, restarted');
   assert.equal(formatSubnetPair((await manager(true).acquireLease(attrsFor(7), signal)).subnet), '198.18.2.0/24', 'its own address: a reinstalled node');
 });
+
+test('node addresses inside the network: no subnet that holds this node\'s or a peer\'s public IP is handed out', async (t) => {
+  const { registry, manager, signal } = setup(t);
+  // Network 198.18.0.0/22 (subnets 1, 2 and 3): this node lives at 198.18.1.5, a peer at 198.18.2.7.
+  registry.write(pair('198.18.0.0/25'), { publicIp: parseIp('198.18.2.7'), backendType: 'vxlan' });
+  const lease = await manager().acquireLease({ ...attrsFor(1), publicIp: parseIp('198.18.1.5') }, signal);
+  assert.equal(formatSubnetPair(lease.subnet), '198.18.3.0/24');
+});

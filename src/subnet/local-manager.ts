@@ -357,14 +357,17 @@ export class LocalManager implements SubnetManager {
       // Nothing to reuse whole: a new key, keeping what still fits of the subnet held, subnet.env's
       // or this node's lease, each while no other node holds it.
       const partial = [held, ...(preferred ? [{ subnet: preferred }] : []), ...mine].find((l) => l && fitsSomewhere(config, l.subnet) && isFree(config, l.subnet, others));
-      const taken = snap.leases.map((l) => l.subnet);
+      // Node addresses may lie inside the network (a 10/8 Network around the nodes): a subnet
+      // holding one would take that node's underlay traffic into the overlay, so they count as taken.
+      const addresses = nodeAddresses([attrs, ...snap.leases.map((l) => l.attrs)]);
+      const taken = [...snap.leases.map((l) => l.subnet), ...addresses];
       let subnet: SubnetPair;
       try {
         subnet = partial ? allocateSubnet(config, taken.filter((t) => !subnetPairEquals(t, partial.subnet)), this.#random, partial.subnet) : allocateSubnet(config, taken, this.#random);
       } catch (err) {
         if (!isWeftError(err, ErrorCodes.OUT_OF_SUBNETS) || mine.length === 0) throw err;
         // This node's unfitting leases hold places it can use once they are gone.
-        subnet = allocateSubnet(config, others, this.#random);
+        subnet = allocateSubnet(config, [...others, ...addresses], this.#random);
       }
       if (preferred && attempt === 1 && !subnetPairEquals(subnet, preferred) && fitsSomewhere(config, preferred)) {
         const by = blockers(config, others, preferred)[0];
@@ -439,4 +442,14 @@ function ownLease(own: StoredLease): Lease {
 
 function publishLease(own: StoredLease): void {
   publish('lease', { held: true, ...(own.expiresAt !== undefined ? { expiresAt: own.expiresAt } : {}) });
+}
+
+/** Public addresses as one-address "subnets", for the allocator to avoid. */
+function nodeAddresses(attrs: readonly LeaseAttrs[]): SubnetPair[] {
+  const out: SubnetPair[] = [];
+  for (const a of attrs) {
+    if (a.publicIp && a.publicIp.value !== 0n) out.push({ ipv4: { ip: a.publicIp, prefix: 32 } });
+    if (a.publicIpv6) out.push({ ipv6: { ip: a.publicIpv6, prefix: 128 } });
+  }
+  return out;
 }

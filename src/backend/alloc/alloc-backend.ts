@@ -21,7 +21,8 @@ export const allocBackend: BackendFactory = {
     const v4 = deps.planes.find((p) => p.family === 4);
     const v6 = deps.planes.find((p) => p.family === 6);
     const attrs: LeaseAttrs = {
-      // flannel publishes PublicIP only; an IPv6-only node's reads 0.0.0.0 there, as in the others.
+      // flannel publishes PublicIP only; weft adds PublicIPv6 in dual-stack and IPv6-only (an IPv6-only
+      // node's PublicIP reads 0.0.0.0, as in the other backends).
       publicIp: v4?.publicIp ?? { family: 4, value: 0n },
       ...(v6 ? { publicIpv6: v6.publicIp } : {}),
     };

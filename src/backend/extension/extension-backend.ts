@@ -56,7 +56,7 @@ export const extensionBackend: BackendFactory = {
       const r = await runCommand(cmds.preStartupCommand, {}, '');
       if (!r.ok) throw new WeftError(ErrorCodes.CONFIG, `failed to run command: ${cmds.preStartupCommand} Err: ${r.failure ?? ''} Output: ${r.output}`);
       deps.log.info({ command: cmds.preStartupCommand, output: r.output }, 'ran the pre-startup command');
-      backendData = JSON.stringify(r.output);
+      backendData = goJsonString(r.output);
     } else {
       deps.log.info({}, 'no pre-startup command configured: skipping');
     }
@@ -175,4 +175,9 @@ function goIp(ip: Parameters<typeof formatIp>[0] | undefined): string {
 /** A subnet as Go's IP4Net / IP6Net print it: the zero value is 0.0.0.0/0 or ::/0. */
 function goCidr(cidr: Parameters<typeof formatCidr>[0] | undefined, family: 4 | 6): string {
   return cidr ? formatCidr(cidr) : family === 4 ? '0.0.0.0/0' : '::/0';
+}
+
+/** A string as Go's json.Marshal writes it: HTML-safe (<, >, & escaped) and U+2028/U+2029 escaped. */
+export function goJsonString(text: string): string {
+  return JSON.stringify(text).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

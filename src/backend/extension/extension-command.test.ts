@@ -5,6 +5,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commandWords, expandWord, runCommand } from './extension-command.js';
+import { goJsonString } from './extension-backend.js';
 
 test('$VAR and ${VAR} as Go\'s os.Expand reads them (its own test table)', () => {
   const vars: Record<string, string> = { '*': 'all the args', '#': 'NARGS', $: 'PID', '1': 'ARGUMENT1', HOME: '/usr/gopher', H: '(Value of H)', home_1: '/usr/foo' };
@@ -41,4 +42,18 @@ test('runs without a shell, the variables in its environment, the input and a ne
   const missing = await runCommand(join(dir, 'nope'), {}, '');
   assert.equal(missing.ok, false);
   assert.match(missing.failure ?? '', /ENOENT/);
+});
+
+test('the deadline ends what the command started too; its output is kept to 64 kB; BackendData is Go\'s JSON of a string', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-ext-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const script = join(dir, 'bg.sh');
+  // A child left holding the output open would keep the command from ever ending.
+  await writeFile(script, '#!/bin/sh\nsleep 30 &\necho started\nwait\n');
+  await chmod(script, 0o755);
+  const r = await runCommand(script, {}, '', { PATH: '/usr/bin:/bin' }, 200);
+  assert.deepEqual([r.ok, r.output], [false, 'started']);
+  const loud = await runCommand('/usr/bin/head -c 200000 /dev/zero', {}, '', { PATH: '/usr/bin:/bin' });
+  assert.equal(loud.output.length, 64 * 1024);
+  assert.equal(goJsonString('a<b>&c\u2028"q"'), '"a\\u003cb\\u003e\\u0026c\\u2028\\"q\\""');
 });

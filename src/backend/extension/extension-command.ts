@@ -18,6 +18,8 @@ export interface CommandResult {
 }
 
 const defaultDeadlineMs = 60_000;
+/** What of a command's output is kept (it becomes BackendData, or a log line). */
+const maxOutput = 64 * 1024;
 
 /** Go's os.Expand over one word: `${NAME}`, `$NAME`, `$` and one special character ($*, $1...). */
 export function expandWord(word: string, lookup: (name: string) => string): string {
@@ -64,11 +66,22 @@ export function runCommand(line: string, vars: Readonly<Record<string, string>>,
   const env = { ...baseEnv, ...vars };
   const [file, ...args] = commandWords(line, env);
   return new Promise((resolve) => {
-    const child = spawn(file!, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    // Its own process group, so that the deadline ends what it started too (a child left holding
+    // its output would keep it open).
+    const child = spawn(file!, args, { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     let output = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), deadlineMs);
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const collect = (d: Buffer): void => {
+      if (output.length < maxOutput) output += d.toString().slice(0, maxOutput - output.length);
+    };
+    const timer = setTimeout(() => {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+    }, deadlineMs);
+    child.stdout.on('data', collect);
+    child.stderr.on('data', collect);
     child.stdin.on('error', () => undefined); // a command that never reads its input
     child.stdin.end(`${stdin}\n`);
     child.once('error', (err) => {

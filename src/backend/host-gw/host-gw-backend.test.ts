@@ -6,7 +6,6 @@ import { parseNetworkConfig } from '../../config/network-config.js';
 import { parseCidr } from '../../ip/cidr.js';
 import { parseIp } from '../../ip/ip.js';
 import type { Lease } from '../../lease/lease.js';
-import { RTPROT_WEFT } from '../../netlink/netlink.js';
 import { FakeNetlink } from '../../testing/fake-netlink.js';
 import { leaseFeed } from '../../testing/lease-feed.js';
 import { memoryKeys } from '../../testing/memory-keys.js';
@@ -62,7 +61,7 @@ test('host-gw makes no device: every flannel device is a leftover to remove afte
   assert.deepEqual(hostGwBackend.deviceNames(parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"host-gw"}}')), []);
 });
 
-test('only routes weft wrote are its own: an operator\'s static route into the network stays; a flanneld route to a live peer is taken over', async (t) => {
+test('only routes weft wrote are its own: an operator\'s static route into the network stays; a flanneld route to a live peer is kept as it is and goes with its lease', async (t) => {
   const nl = kernel();
   const ctl = new AbortController();
   t.after(() => ctl.abort());
@@ -81,8 +80,26 @@ test('only routes weft wrote are its own: an operator\'s static route into the n
   await waitUntil('peer 2 programmed and the stale route gone', () => nl.routeTable.has('2001:db8:1800:2::/64') && !nl.routeTable.has('198.18.9.0/24'));
   await net.setLease(own, ctl.signal); // one more full pass
   assert.equal(nl.routeTable.get('198.18.200.0/24')?.protocol, 3, 'the operator\'s route is left as it was');
-  assert.equal(nl.routeTable.get('198.18.2.0/24')?.protocol, RTPROT_WEFT, 'the live peer\'s route is weft\'s now');
+  assert.equal(nl.routeTable.get('198.18.2.0/24')?.gateway?.value, parseIp('203.0.113.2').value, 'the live peer\'s route, as the lease wants it, is left as it is');
+  assert.ok(!nl.writes.includes('replaceRoute 198.18.2.0/24'), 'not written again');
   feed.push([{ type: 'removed', lease: peer(2) }]);
   await waitUntil('peer 2\'s route goes with its lease', () => !nl.routeTable.has('198.18.2.0/24'));
   assert.ok(nl.routeTable.has('198.18.200.0/24'));
+});
+
+test('another network\'s agent on the host: its host-gw routes (weft\'s protocol, via the same interface, into its own network) are not this agent\'s to remove', async (t) => {
+  const nl = kernel();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const net = await hostGwBackend.create(config, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(config, ext), keys: memoryKeys() }, ctl.signal);
+  const own = { subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs };
+  await net.setLease(own, ctl.signal);
+  await nl.replaceRoute({ dst: parseCidr('198.19.2.0/24'), gateway: parseIp('203.0.113.2'), index: 2 }); // the other agent's, 198.19.0.0/16
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  feed.push([{ type: 'added', lease: peer(3) }]);
+  await waitUntil('peer 3 programmed', () => nl.routeTable.has('198.18.3.0/24'));
+  await net.setLease(own, ctl.signal); // a full pass
+  assert.ok(nl.routeTable.has('198.19.2.0/24'));
 });

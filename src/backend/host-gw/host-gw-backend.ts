@@ -11,7 +11,7 @@ import { type Lease, publicIpOf, subnetOf } from '../../lease/lease.js';
 import type { BackendFactory } from '../backend.js';
 import type { Program } from '../entry-kind.js';
 import { type FamilyPlane, familyName } from '../family-plane.js';
-import { routeKind } from '../kinds/route-kind.js';
+import { inClusterScope, routeKind } from '../kinds/route-kind.js';
 import { RTPROT_WEFT, type RouteInfo } from '../../netlink/netlink.js';
 import { podMtu } from '../mtu.js';
 import type { Refusal } from '../lease-program.js';
@@ -35,10 +35,14 @@ export const hostGwBackend: BackendFactory = {
       connected.set(plane.family, addrs.filter((a) => a.scope === 0).map((a): Cidr => ({ ip: maskIp(a.ip, a.prefix), prefix: a.prefix })));
     }
     const planes = new PlaneSet(deps.planes);
-    // Gateway routes on the external interface are the operator's too (static, BGP, DHCP): only
-    // those weft wrote are its own. A flanneld route to a live peer has that peer's destination
-    // and is replaced (so adopted) by the first pass, as flanneld replaces it.
-    const owns = (r: RouteInfo): boolean => r.protocol === RTPROT_WEFT && r.gateway !== undefined && r.index === ext.index && planes.of(r.dst.ip.family) !== undefined;
+    // Gateway routes on the external interface are the operator's too (static, BGP, DHCP), and
+    // another network's agent's: weft's own are those it wrote into its network. A flanneld route
+    // to a live peer has that peer's destination and is replaced (so adopted) by the first pass,
+    // as flanneld replaces it; a peer's route outside the network is compared as a wanted one.
+    const owns = (r: RouteInfo): boolean => {
+      const plane = planes.of(r.dst.ip.family);
+      return plane !== undefined && r.protocol === RTPROT_WEFT && r.gateway !== undefined && r.index === ext.index && inClusterScope(r.dst, plane.network, plane.subnet);
+    };
     const driver = {
       type: 'host-gw',
       mtu: podMtu('none', ext.mtu, planes.families),

@@ -47,9 +47,11 @@ export function routeKind(options: RouteKindOptions): EntryKind<RouteSpec> {
   return {
     name: 'route',
     key: routeKey,
-    async list() {
+    async list(_signal, wanted) {
       const out: RouteInfo[] = [];
-      for (const family of families()) for (const r of await nl.routes(family)) if (owns(r)) out.push(r);
+      // A route a lease wants (one outside the network, say) is compared even where the backend
+      // does not own its kind of route, so that a pass does not write it again.
+      for (const family of families()) for (const r of await nl.routes(family)) if (owns(r) || (r.table === RT_TABLE_MAIN && wanted?.(routeKey(r)) !== undefined)) out.push(r);
       return out;
     },
     matches: routeMatches,

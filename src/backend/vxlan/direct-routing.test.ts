@@ -20,6 +20,8 @@ test('the longest prefix holding the peer decides: no gateway is direct, a gatew
   assert.equal(isDirect([], parseIp('203.0.113.7')), false, 'no route at all');
   assert.equal(isDirect([...routes].reverse(), parseIp('203.0.113.130')), false, 'the longest prefix wins in any order');
   assert.equal(isDirect([...routes].reverse(), parseIp('203.0.113.7')), true);
+  const { index: _i, ...multipath } = route('198.51.100.0/24', { protocol: 186 });
+  assert.equal(isDirect([multipath], parseIp('198.51.100.9')), false, 'a multipath (ECMP) route lists no device and no gateway: not direct');
 });
 
 test('routes weft wrote, routes through the overlay\'s devices, other tables and non-unicast routes do not count', () => {

@@ -1,8 +1,8 @@
 /**
  * DirectRouting decided as flannel decides it (pkg/ip/iface.go DirectRouting): a peer is direct
  * when the kernel's route to its public IP has no gateway. Taken over a snapshot of the main
- * table: the longest prefix holding the address wins, and it must be a unicast route with no
- * gateway. Routes weft wrote (protocol 87: direct routes to other peers, host-gw's) and routes
+ * table: the longest prefix holding the address wins, and it must be a route with no gateway
+ * through a device. Routes weft wrote (protocol 87: direct routes to other peers, host-gw's) and routes
  * through the overlay's own devices do not count. Pure.
  */
 import { containsIp } from '../../ip/cidr.js';
@@ -20,5 +20,7 @@ export function underlayRoutes(routes: readonly RouteInfo[], overlayDevices: rea
 export function isDirect(routes: readonly RouteInfo[], ip: IpAddr): boolean {
   let best: RouteInfo | undefined;
   for (const r of routes) if (containsIp(r.dst, ip) && (!best || r.dst.prefix > best.dst.prefix)) best = r;
-  return best !== undefined && best.gateway === undefined;
+  // A route with no device is no direct path: a multipath (ECMP) route, whose next hops the
+  // listing leaves out, or an unreachable or prohibit one.
+  return best !== undefined && best.gateway === undefined && best.index !== undefined;
 }

@@ -116,17 +116,17 @@ class VxlanDriver implements BackendDriver {
   }
 
   /**
-   * Routes through its device that weft wrote, or that lie in the cluster network (flanneld's, on a
-   * node weft took over; never the kernel's own); with DirectRouting, the gateway routes that weft
-   * wrote (the operator's gateway routes are not its own).
+   * Routes into the cluster network (outside this node's subnet) through its device, flanneld's on
+   * a node weft took over included; with DirectRouting, the gateway routes into it that weft wrote
+   * (the operator's are not its own, nor another network's agent's). A peer's route outside the
+   * network is compared as a wanted one (route-kind.ts).
    */
   #owns(r: RouteInfo): boolean {
     const plane = this.#planes.of(r.dst.ip.family);
-    if (!plane) return false;
-    const ours = r.protocol === RTPROT_WEFT;
-    if (r.index === this.#device(plane.family)?.index) return ours || inClusterScope(r.dst, plane.network, plane.subnet);
+    if (!plane || !inClusterScope(r.dst, plane.network, plane.subnet)) return false;
+    if (r.index === this.#device(plane.family)?.index) return true;
     // Direct routes name no device (as flannel's): the kernel picks the one the gateway is on.
-    return ours && this.#vx.directRouting && r.gateway !== undefined;
+    return r.protocol === RTPROT_WEFT && this.#vx.directRouting && r.gateway !== undefined;
   }
 
   #device(family: Family): VxlanDevice | undefined {
