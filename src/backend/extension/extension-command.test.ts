@@ -25,15 +25,21 @@ test('a command line is split at white space and each word expanded alone: a val
   assert.throws(() => commandWords('   ', {}), /empty extension command/);
 });
 
-test('runs without a shell, the variables in its environment, the input and a newline on stdin; output and errors together, trimmed', async (t) => {
+/** An executable shell script in a directory of its own, removed after the test. */
+async function script(t: { after(fn: () => Promise<void>): void }, body: string): Promise<{ dir: string; path: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'weft-ext-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
-  const script = join(dir, 'cmd.sh');
-  await writeFile(script, '#!/bin/sh\necho "subnet=$SUBNET arg=$1"\ncat\necho oops >&2\nexit ${CODE:-0}\n');
-  await chmod(script, 0o755);
-  const ok = await runCommand(`${script} $SUBNET`, { SUBNET: '198.18.2.0/24' }, '$(touch /tmp/weft-ext-pwned)', { PATH: '/usr/bin:/bin' });
+  const path = join(dir, 'cmd.sh');
+  await writeFile(path, `#!/bin/sh\n${body}\n`);
+  await chmod(path, 0o755);
+  return { dir, path };
+}
+
+test('runs without a shell, the variables in its environment, the input and a newline on stdin; output and errors together, trimmed', async (t) => {
+  const { dir, path: cmd } = await script(t, 'echo "subnet=$SUBNET arg=$1"\ncat\necho oops >&2\nexit ${CODE:-0}');
+  const ok = await runCommand(`${cmd} $SUBNET`, { SUBNET: '198.18.2.0/24' }, '$(touch /tmp/weft-ext-pwned)', { PATH: '/usr/bin:/bin' });
   assert.deepEqual(ok, { output: 'subnet=198.18.2.0/24 arg=198.18.2.0/24\n$(touch /tmp/weft-ext-pwned)\noops', ok: true });
-  const failed = await runCommand(script, { CODE: '3' }, '', { PATH: '/usr/bin:/bin' });
+  const failed = await runCommand(cmd, { CODE: '3' }, '', { PATH: '/usr/bin:/bin' });
   assert.deepEqual(failed, { output: 'subnet= arg=\n\noops', ok: false, failure: 'exit status 3' });
   const deaf = await runCommand('/bin/true', {}, 'x'.repeat(1 << 20), { PATH: '/usr/bin:/bin' });
   assert.equal(deaf.ok, true, 'a command that never reads its input');
@@ -45,13 +51,9 @@ test('runs without a shell, the variables in its environment, the input and a ne
 });
 
 test('the deadline ends what the command started too; its output is kept to 64 kB; BackendData is Go\'s JSON of a string', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'weft-ext-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  const script = join(dir, 'bg.sh');
   // A child left holding the output open would keep the command from ever ending.
-  await writeFile(script, '#!/bin/sh\nsleep 30 &\necho started\nwait\n');
-  await chmod(script, 0o755);
-  const r = await runCommand(script, {}, '', { PATH: '/usr/bin:/bin' }, 200);
+  const { path: bg } = await script(t, 'sleep 30 &\necho started\nwait');
+  const r = await runCommand(bg, {}, '', { PATH: '/usr/bin:/bin' }, 200);
   assert.deepEqual([r.ok, r.output], [false, 'started']);
   const loud = await runCommand('/usr/bin/head -c 200000 /dev/zero', {}, '', { PATH: '/usr/bin:/bin' });
   assert.equal(loud.output.length, 64 * 1024);

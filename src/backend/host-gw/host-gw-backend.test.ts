@@ -61,13 +61,19 @@ test('host-gw makes no device: every flannel device is a leftover to remove afte
   assert.deepEqual(hostGwBackend.deviceNames(parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"host-gw"}}')), []);
 });
 
-test('only routes weft wrote are its own: an operator\'s static route into the network stays; a flanneld route to a live peer is kept as it is and goes with its lease', async (t) => {
+/** A host-gw network with this node's lease 198.18.1.0/24 (and its IPv6 one), not yet running. */
+async function leased(t: { after(fn: () => unknown): void }) {
   const nl = kernel();
   const ctl = new AbortController();
   t.after(() => ctl.abort());
   const net = await hostGwBackend.create(config, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(config, ext), keys: memoryKeys() }, ctl.signal);
   const own = { subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs };
   await net.setLease(own, ctl.signal);
+  return { nl, net, own, ctl };
+}
+
+test('only routes weft wrote are its own: an operator\'s static route into the network stays; a flanneld route to a live peer is kept as it is and goes with its lease', async (t) => {
+  const { nl, net, own, ctl } = await leased(t);
   // An operator's (or BGP's, DHCP's) route into the wide network, and flanneld's route to peer 2: both `proto boot`.
   nl.kernel.addRoute({ dst: parseCidr('198.18.200.0/24'), gateway: parseIp('203.0.113.254'), index: 2 });
   nl.kernel.addRoute({ dst: parseCidr('198.18.2.0/24'), gateway: parseIp('203.0.113.2'), index: 2 });
@@ -88,12 +94,7 @@ test('only routes weft wrote are its own: an operator\'s static route into the n
 });
 
 test('another network\'s agent on the host: its host-gw routes (weft\'s protocol, via the same interface, into its own network) are not this agent\'s to remove', async (t) => {
-  const nl = kernel();
-  const ctl = new AbortController();
-  t.after(() => ctl.abort());
-  const net = await hostGwBackend.create(config, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(config, ext), keys: memoryKeys() }, ctl.signal);
-  const own = { subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs };
-  await net.setLease(own, ctl.signal);
+  const { nl, net, own, ctl } = await leased(t);
   await nl.replaceRoute({ dst: parseCidr('198.19.2.0/24'), gateway: parseIp('203.0.113.2'), index: 2 }); // the other agent's, 198.19.0.0/16
   const feed = leaseFeed(ctl.signal);
   const running = net.run(feed.events, ctl.signal).catch(() => undefined);
