@@ -10,6 +10,7 @@ import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { type Exec, execCommand, isMissingCommand } from './exec.js';
 import { iptablesCommand, readChain, splitArgs } from './iptables-render.js';
+import type { IptablesVariant } from './iptables-variant.js';
 import { NftOwner } from './nft-owner.js';
 import { flannelTableNames, flannelTables, nftMasqueradeProbe } from './nft-rules.js';
 import { forwardChain, masqChain } from './traffic-rules.js';
@@ -124,27 +125,45 @@ export async function presentFlannelTables(exec: Exec): Promise<string[]> {
 /**
  * flannel's iptables chains go, with the jumps to them, in both families (the nftables mode's
  * clean-up of the other, and `weft cleanup`); unlike flanneld, which looks for FLANNEL-FWD in the
- * nat table and leaves it in place. No other chain is touched.
+ * nat table and leaves it in place. No other chain is touched. Both iptables variants are looked
+ * at where the host has them (iptables-variant.ts): chains an agent left in the legacy tables are
+ * invisible to iptables-nft, and the other way round.
  */
 export async function removeFlannelChains(exec: Exec, log: Logger): Promise<string[]> {
+  const removed: string[] = [];
+  let variants = 0;
+  for (const variant of ['legacy', 'nft'] as const) {
+    const done = await removeChainsWith(exec, log, variant);
+    if (done === undefined) continue;
+    variants++;
+    removed.push(...done);
+  }
+  if (variants === 0) removed.push(...((await removeChainsWith(exec, log, undefined)) ?? []));
+  return removed;
+}
+
+/** removeFlannelChains with one variant's commands; undefined when the host has none of them. */
+async function removeChainsWith(exec: Exec, log: Logger, variant: IptablesVariant | undefined): Promise<string[] | undefined> {
   const removed: string[] = [];
   for (const family of [4, 6] as const) {
     for (const [table, chain, parent] of [['nat', masqChain, 'POSTROUTING'], ['filter', forwardChain, 'FORWARD']] as const) {
       let save: string;
       try {
-        save = await exec(iptablesCommand(family, '-save'), ['-t', table]);
+        // A variant's save lists every table it has, without -t: `iptables-legacy-save -t nat`
+        // would create the legacy nat table on a host that never used it.
+        save = await exec(iptablesCommand(family, '-save', variant), variant ? [] : ['-t', table]);
       } catch (err) {
-        if (isMissingCommand(err)) return removed; // no iptables on this node: nothing of flannel's to remove
+        if (isMissingCommand(err)) return family === 4 ? undefined : removed; // no such iptables on this node
         throw err;
       }
       if (!readChain(save, { chain, parent }).chainExists) continue;
-      const cmd = iptablesCommand(family, '');
+      const cmd = iptablesCommand(family, '', variant);
       for (const line of save.split('\n')) {
         if (line.startsWith(`-A ${parent} `) && line.endsWith(`-j ${chain}`)) await exec(cmd, ['-w', '-t', table, '-D', parent, ...splitArgs(line.slice(`-A ${parent} `.length))]);
       }
       await exec(cmd, ['-w', '-t', table, '-F', chain]);
       await exec(cmd, ['-w', '-t', table, '-X', chain]);
-      log.info({ family, table, chain }, 'removed the iptables chain of flannel\'s iptables mode');
+      log.info({ family, table, chain, variant: variant ?? 'as installed' }, 'removed the iptables chain of flannel\'s iptables mode');
       removed.push(`${chain} (IPv${family} ${table})`);
     }
   }

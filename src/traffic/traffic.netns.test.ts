@@ -155,3 +155,19 @@ test('an owner of its own table beside flannel\'s (sets and all, as a policy eng
   await assert.rejects(nsExec(ns, 'nft', ['list', 'table', 'inet', 'weft-owner-test']));
   assert.ok(await nftList(ns, 'ip', 'flannel-ipv4'), 'and removing it leaves flannel\'s');
 });
+
+test('a switch to nftables on a legacy-iptables host removes flannel\'s chains from the legacy tables too, and creates no legacy table that was not there', { skip, timeout: 60_000 }, async (t) => {
+  const { ns, exec } = await namespace(t);
+  const log = recordingLogger();
+  // An agent in iptables mode on a legacy host left its chains in the legacy nat and filter tables.
+  const legacy = new Iptables({ exec, log, resyncMs: 1000, rules, variant: 'legacy' });
+  await legacy.apply([v4]);
+  const legacySave = (): Promise<string> => nsExec(ns, 'iptables-legacy-save', []);
+  assert.match(await legacySave(), /FLANNEL-POSTRTG/);
+  assert.doesNotMatch(await legacySave(), /\*mangle/, 'the legacy mangle table was never made');
+  const nft = await Nftables.create({ exec, log, resyncMs: 1000, rules });
+  await nft.removeOtherMode();
+  assert.doesNotMatch(await legacySave(), /FLANNEL/, 'flannel\'s legacy chains and jumps are gone');
+  assert.doesNotMatch(await legacySave(), /\*mangle/, 'and looking did not create a legacy table');
+  assert.doesNotMatch(await nsExec(ns, 'ip6tables-legacy-save', []), /\*(nat|filter)/, 'no legacy IPv6 table was created either');
+});
