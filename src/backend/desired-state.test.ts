@@ -91,3 +91,18 @@ test('an exclusive kind\'s key wanted in another form is a conflict, naming the 
   assert.ok(want.conflict(rival, { claims: [{ id: 'k', value: 1 }] }), 'an equal entry of another program is still the rival: identity counts, not value');
   assert.equal(want.conflict({}), undefined);
 });
+
+test('find: the oldest entry under a key that passes the test, of one entry or of several, and nothing that fails it', () => {
+  const index = new EntryIndex<{ k: string; v: number }>((e) => e.k);
+  const a = { k: 'x', v: 1 };
+  const b = { k: 'x', v: 2 };
+  const c = { k: 'x', v: 3 };
+  assert.equal(index.find('x', () => true), undefined, 'no entry');
+  index.add(a);
+  assert.equal(index.find('x', (e) => e.v === 1), a);
+  assert.equal(index.find('x', (e) => e.v === 2), undefined, 'one entry that fails the test');
+  index.add(b);
+  index.add(c);
+  assert.equal(index.find('x', (e) => e.v > 1), b, 'the oldest that passes');
+  assert.equal(index.find('x', (e) => e.v > 3), undefined);
+});

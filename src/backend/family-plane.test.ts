@@ -7,7 +7,7 @@ import { parseCidr } from '../ip/cidr.js';
 import { formatIp, parseIp } from '../ip/ip.js';
 import type { Lease } from '../lease/lease.js';
 import type { ExternalInterface } from './external-interface.js';
-import { familyPlanes, withLease } from './family-plane.js';
+import { enabledFamilies, familyPlanes, withLease } from './family-plane.js';
 import { isRefusal, programFamilies } from './lease-program.js';
 
 const dual = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}');
@@ -37,6 +37,9 @@ test('one plane per enabled family, IPv4 first, with the lease\'s subnets once k
 test('a family without a network or an address is a configuration error naming the fix', () => {
   const v4only: ExternalInterface = { index: 2, name: 'eth0', mtu: 1500, ifaceAddr: parseIp('203.0.113.1'), publicIp: parseIp('203.0.113.1') };
   assert.throws(() => familyPlanes(dual, v4only), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /no usable IPv6 address.*--public-ipv6/.test(err.message));
+  const noV4: ExternalInterface = { index: 2, name: 'eth0', mtu: 1500, ifaceAddr6: parseIp('2001:db8:113::1'), publicIpv6: parseIp('2001:db8:113::1') };
+  assert.throws(() => familyPlanes(dual, noV4), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /no usable IPv4 address.*use --public-ip\)/.test(err.message));
+  assert.throws(() => enabledFamilies({ enableIPv4: false, enableIPv6: false }), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /both false/.test(err.message));
   const noNet = parseNetworkConfig('{"Network":"198.18.0.0/16","EnableIPv6":true,"Backend":{"Type":"vxlan"}}', 'kube');
   assert.throws(() => familyPlanes(noNet, ext), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && /no IPv6Network/.test(err.message));
   const inside = { ...ext, publicIp: parseIp('198.18.200.1'), publicIpv6: parseIp('2001:db8:1800:ff::1') };

@@ -37,6 +37,7 @@ import { DesiredState } from './desired-state.js';
 import type { EntryKind, PeerProgram, Program } from './entry-kind.js';
 import { type Refusal, isRefusal } from './lease-program.js';
 import { UnderlayIndex } from './underlay-clash.js';
+import { passPeriodMs } from './liveness-pass.js';
 import { type KnownPeer, type PeerStatus, type RefusedPeer, peerCounts, peerStatus } from './peer-report.js';
 
 /** What a backend tells the reconciler. */
@@ -118,7 +119,7 @@ export class Reconciler {
       return (key: string) => index.get(key);
     });
     this.#debounceMs = options.debounceMs ?? 50;
-    this.#periodMs = options.periodMs ?? 60_000;
+    this.#periodMs = options.periodMs ?? passPeriodMs;
     this.#retry = new Backoff({ initialMs: 500, maxMs: 30_000, ...options.retry });
   }
 

@@ -44,6 +44,7 @@ import { agentFlagProblem } from './agent-checks.js';
 import { brNetfilterProblem } from './br-netfilter.js';
 import { takeAgentLock } from './agent-lock.js';
 import { leftoverDevices, ownLeftovers } from '../backend/leftovers.js';
+import { passPeriodMs } from '../backend/liveness-pass.js';
 import { etcdMode, shownEtcdEndpoints } from './etcd-mode.js';
 import { kubeMode } from './kube-mode.js';
 import type { RegistryMode } from './registry-mode.js';
@@ -53,7 +54,6 @@ import { notifyReady } from './sd-notify.js';
 type AgentFlags = FlagValues<typeof agentFlags>;
 
 /** The reconciler's periodic pass (reconciler.ts' default): liveness allows three of them. */
-const reconcilePeriodMs = 60_000;
 
 /** flannel's WireGuard key file, unless WIREGUARD_KEY_FILE names another. */
 const defaultKeyFile = '/run/flannel/wgkey';
@@ -427,7 +427,7 @@ class Agent {
       held: this.#check.held,
       problem: this.#check.problem,
       checkMs: this.#checkMs,
-      ...(this.#lastPass !== undefined ? { lastPass: this.#lastPass, passMs: reconcilePeriodMs } : {}),
+      ...(this.#lastPass !== undefined ? { lastPass: this.#lastPass, passMs: passPeriodMs } : {}),
     };
     return healthVerdict(input);
   }

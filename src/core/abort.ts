@@ -24,3 +24,11 @@ export function abortReason(signal: AbortSignal | undefined): Error {
   if (reason instanceof Error) return reason;
   return new DOMException('The operation was aborted', 'AbortError');
 }
+
+/** Resolves once `signal` aborts (a loop with nothing to do but wait for the end). */
+export function untilAborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}

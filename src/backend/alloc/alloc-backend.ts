@@ -6,12 +6,9 @@
  * GETs instead of an informer of every Node (kube-manager.ts), as flannel does for alloc.
  */
 import { type Clock, systemClock } from '../../core/clock.js';
-import { publish } from '../../core/events.js';
 import type { LeaseAttrs, LeaseEvent } from '../../lease/lease.js';
 import type { BackendFactory, Network } from '../backend.js';
-
-/** As the reconcilers' periodic pass: the liveness check (`/healthz`) counts these. */
-const passMs = 60_000;
+import { passEveryPeriod } from '../liveness-pass.js';
 
 export const allocBackend: BackendFactory = {
   /** alloc has no options besides Type. */
@@ -48,11 +45,8 @@ class AllocNetwork implements Network {
    * them). A pass over nothing every period keeps the liveness check truthful: the agent's loop
    * is alive.
    */
-  async run(_events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      publish('reconcile', { seconds: 0 });
-      await this.#clock.sleep(passMs, signal).catch(() => undefined);
-    }
+  run(_events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
+    return passEveryPeriod(this.#clock, signal);
   }
 
   peers(): [] {

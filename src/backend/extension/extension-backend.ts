@@ -8,7 +8,6 @@
  */
 import { type Clock, systemClock } from '../../core/clock.js';
 import { ErrorCodes, WeftError } from '../../core/errors.js';
-import { publish } from '../../core/events.js';
 import type { Logger } from '../../core/log.js';
 import type { NetworkConfig } from '../../config/network-config.js';
 import { formatCidr } from '../../ip/cidr.js';
@@ -16,6 +15,7 @@ import { formatIp } from '../../ip/ip.js';
 import { isJsonObject, member } from '../../json/go-json.js';
 import { type Lease, type LeaseAttrs, type LeaseEvent, subnetPairEquals } from '../../lease/lease.js';
 import type { BackendFactory, Network } from '../backend.js';
+import { passEveryPeriod } from '../liveness-pass.js';
 import { runCommand } from './extension-command.js';
 
 /** The four commands; each may be absent. */
@@ -40,9 +40,6 @@ export function parseExtensionConfig(config: NetworkConfig): ExtensionConfig {
   }
   return out as ExtensionConfig;
 }
-
-/** As the reconcilers' periodic pass: the liveness check (`/healthz`) counts these. */
-const passMs = 60_000;
 
 export const extensionBackend: BackendFactory = {
   checkOptions(config) {
@@ -115,12 +112,7 @@ class ExtensionNetwork implements Network {
 
   /** The subnet commands for each peer lease of type extension, in the order the events come. */
   async run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
-    const ticker = (async () => {
-      while (!signal.aborted) {
-        publish('reconcile', { seconds: 0 });
-        await this.#clock.sleep(passMs, signal).catch(() => undefined);
-      }
-    })();
+    const ticker = passEveryPeriod(this.#clock, signal);
     try {
       for await (const batch of events) {
         if (signal.aborted) break;

@@ -8,6 +8,7 @@
  * untrusted input. With the alloc backend, as flannel (pkg/subnet/kube/kube.go, disableNodeInformer),
  * there is no informer: the agent GETs its own Node until it has a podCIDR, and reads no other.
  */
+import { untilAborted } from '../../core/abort.js';
 import { publish } from '../../core/events.js';
 import { Backoff, type BackoffOptions } from '../../core/backoff.js';
 import { type Clock, systemClock } from '../../core/clock.js';
@@ -379,12 +380,4 @@ function backendTypeOf(netConf: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** Resolves once `signal` aborts. */
-function untilAborted(signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) resolve();
-    else signal.addEventListener('abort', () => resolve(), { once: true });
-  });
 }
