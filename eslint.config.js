@@ -9,7 +9,7 @@ import tseslint from 'typescript-eslint';
 
 const nodeStyle = { group: ['fs', 'fs/*', 'path', 'os', 'http', 'https', 'net', 'crypto', 'child_process', 'events', 'stream', 'url', 'util', 'dns', 'tls'], message: 'write node:<module>' };
 const packages = {
-  etcd3: { group: ['etcd3', 'etcd3/*'], message: 'etcd3 is measured in bench/ only; weft talks to etcd through subnet/etcd/etcd-gateway.ts' },
+  etcd3: { group: ['etcd3', 'etcd3/*', '@grpc/*'], message: 'etcd3 and @grpc/grpc-js are measured in bench/ only; weft talks to etcd through subnet/etcd/etcd-grpc.ts' },
   clientNode: { group: ['@kubernetes/client-node'], message: '@kubernetes/client-node is measured in bench/ only; weft talks to the API through kube/kube-client.ts' },
   yaml: { group: ['js-yaml'], message: 'only kube/kube-access.ts parses YAML (kubeconfig files)' },
   // A regex: as a gitignore-style group, `netlink` would also match weft's own netlink/ folder.
@@ -59,6 +59,8 @@ export default tseslint.config(
   zone(['src/core/**/*.ts', 'src/ip/**/*.ts', 'src/json/**/*.ts', 'src/config/**/*.ts', 'src/lease/**/*.ts'], layers.pure),
   zone(['src/subnet/**/*.ts'], layers.subnet),
   zone(['src/kube/**/*.ts'], layers.kube),
+  // The etcd client's codecs: pure, under the client that does the I/O.
+  zone(['src/subnet/etcd/proto-wire.ts', 'src/subnet/etcd/etcd-messages.ts', 'src/subnet/etcd/grpc-frame.ts', 'src/subnet/etcd/etcd-endpoint.ts'], layers.pure),
   zone(['src/backend/**/*.ts'], layers.backend),
   zone(['src/backend/vxlan/**/*.ts'], [...layers.backend, otherBackends('host-gw', 'udp')]),
   zone(['src/backend/host-gw/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'udp')]),

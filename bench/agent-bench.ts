@@ -118,8 +118,8 @@ function logTime(log: string, msg: string): number | undefined {
 async function populate(cluster: Cluster, entries: Array<[string, string]>): Promise<void> {
   // One etcd-admin process per batch would be slow; write them through a short script in the switch namespace.
   const script = `
-    const { EtcdGateway } = await import(${JSON.stringify(fileURLToPath(new URL('../src/subnet/etcd/etcd-gateway.js', import.meta.url)))});
-    const gw = new EtcdGateway({ endpoints: ['http://127.0.0.1:2379'] });
+    const { EtcdGrpc } = await import(${JSON.stringify(fileURLToPath(new URL('../src/subnet/etcd/etcd-grpc.js', import.meta.url)))});
+    const gw = new EtcdGrpc({ endpoints: ['http://127.0.0.1:2379'] });
     let text = ''; for await (const c of process.stdin) text += c;
     const entries = JSON.parse(text);
     for (let i = 0; i < entries.length; i += 100) await gw.txn([], entries.slice(i, i + 100).map(([key, value]) => ({ put: { key, value } })), AbortSignal.timeout(10000));

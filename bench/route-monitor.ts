@@ -12,14 +12,14 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { AsyncQueue } from '../src/core/async-queue.js';
 import { RtNetlink } from '../src/netlink/rtnetlink.js';
-import { EtcdGateway } from '../src/subnet/etcd/etcd-gateway.js';
+import { EtcdGrpc } from '../src/subnet/etcd/etcd-grpc.js';
 
 const [mode, ...args] = process.argv.slice(2);
 
 type Write = (name: string, value: string | undefined) => Promise<void>;
 
 function etcdWriter(endpoint: string): { write: Write; close(): void } {
-  const gw = new EtcdGateway({ endpoints: [endpoint] });
+  const gw = new EtcdGrpc({ endpoints: [endpoint] });
   return {
     write: async (key, value) => {
       if (value === undefined) await gw.deleteRange(key, { signal: AbortSignal.timeout(5000) });

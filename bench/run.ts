@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { startEtcd, type EtcdServer } from '../src/testing/etcd-server.js';
-import { EtcdGateway } from '../src/subnet/etcd/etcd-gateway.js';
+import { EtcdGrpc } from '../src/subnet/etcd/etcd-grpc.js';
 import { EtcdRegistry } from '../src/subnet/etcd/etcd-registry.js';
 import { LocalManager } from '../src/subnet/local-manager.js';
 import { silentLogger } from '../src/core/log.js';
@@ -45,43 +45,55 @@ async function nextLine(c: Child): Promise<string> {
   return r.value;
 }
 
-async function putMany(gw: EtcdGateway, entries: Array<[string, string]>): Promise<void> {
+async function putMany(gw: EtcdGrpc, entries: Array<[string, string]>): Promise<void> {
   for (let i = 0; i < entries.length; i += 100) {
     const ops = entries.slice(i, i + 100).map(([key, value]) => ({ put: { key, value } }));
     await gw.txn([], ops, AbortSignal.timeout(10_000));
   }
 }
 
+/** The V8 flags bin/weft runs the agent with: the client is measured as the agent carries it. */
+const agentFlags = ['--no-maglev', '--no-turbofan', '--max-semi-space-size=1', '--optimize-for-size'];
+
 async function clientComparison(etcd: EtcdServer): Promise<void> {
   const events = 5000;
-  const results: Record<string, Array<Record<string, number>>> = { none: [], gateway: [], etcd3: [] };
+  const sizes = [1000, 5000];
+  const lease = (i: number): string => JSON.stringify({ PublicIP: `203.0.113.${i % 250}`, PublicIPv6: null, BackendType: 'vxlan', BackendData: { VNI: 1, VtepMAC: '0a:58:c6:12:00:01' } });
+  for (const n of sizes) await putMany(etcd.admin, Array.from({ length: n }, (_, i) => [`/bench/leases${n}/198.18.${i >> 4}.${(i & 15) * 16}-28`, lease(i)]));
+  const kinds = ['none', 'grpc', 'gateway', 'grpc-js', 'etcd3'];
+  const results = new Map<string, Array<Record<string, unknown>>>();
   for (let run = 0; run < runs; run++) {
-    for (const kind of Object.keys(results)) {
-      const prefix = `/bench/watch/${run}/${kind}/`;
-      const c = child('client-probe.js', [kind, etcd.endpoint, String(kind === 'none' ? 0 : events), prefix]);
-      await nextLine(c); // ready
-      if (kind !== 'none') {
-        // Single-key writes, one revision each, as lease churn looks to a watcher.
-        const writes = Array.from({ length: events }, (_, i) =>
-          etcd.admin.put(`${prefix}${i}`, `{"PublicIP":"203.0.113.${i % 250}"}`, AbortSignal.timeout(30_000)),
-        );
-        await Promise.all(writes);
-        c.write('written');
+    for (const kind of kinds) {
+      for (const n of sizes) {
+        const prefix = `/bench/watch/${run}/${kind}/${n}/`;
+        const c = child('client-probe.js', [kind, etcd.endpoint, `/bench/leases${n}/`, String(kind === 'none' ? 0 : events), prefix], agentFlags);
+        await nextLine(c); // ready
+        if (kind !== 'none') {
+          // Single-key writes, one revision each, as lease churn looks to a watcher.
+          await Promise.all(Array.from({ length: events }, (_, i) => etcd.admin.put(`${prefix}${i}`, lease(i), AbortSignal.timeout(30_000))));
+          c.write('written');
+        }
+        const row = `${kind} ${n}`;
+        results.set(row, [...(results.get(row) ?? []), JSON.parse(await nextLine(c)) as Record<string, unknown>]);
+        await c.exited;
       }
-      results[kind]!.push(JSON.parse(await nextLine(c)) as Record<string, number>);
-      await c.exited;
     }
   }
-  say('### etcd client: v3 JSON gateway (node:http) vs `etcd3` (gRPC)');
+  say('### etcd client: gRPC of weft\'s own (node:http2) vs the JSON gateway (node:http), `@grpc/grpc-js` and `etcd3`');
   say();
-  say(`Each client in a fresh Node ${process.version} process with default flags; medians of ${runs} runs. "none" is the same probe with no client loaded.`);
-  say(`Watch: ${events} single-key writes made before the watch opens, then the time to receive the whole backlog.`);
+  say(`Each client in a fresh Node ${process.version} process with the agent's V8 flags (${agentFlags.join(' ')}); medians of ${runs} runs. "none" is the same probe with no client loaded.`);
+  say(`Leases: a first read, then every lease under a prefix holding 1000 or 5000 vxlan leases, read and kept. Watch: ${events} single-key writes made before the watch opens, then the time to receive the whole backlog. Resident memory as total (anonymous + file-backed).`);
   say();
-  say('| client | start-up to first answer (ms) | RSS connected (MB) | RSS after watching 5000 events (MB) | watch backlog of 5000 events (ms) |');
-  say('|---|---|---|---|---|');
-  for (const [kind, rs] of Object.entries(results)) {
-    const m = (k: string) => median(rs.map((r) => r[k]!));
-    say(`| ${kind} | ${fmt(m('startupMs'), 0)} | ${fmt(m('rssConnectedMb'))} | ${fmt(m('rssAfterMb'))} | ${kind === 'none' ? '-' : fmt(m('watchMs'), 0)} |`);
+  say('| client | leases | start-up to first answer (ms) | RSS connected (MB) | list (ms) | RSS holding the leases (MB) | watch backlog of 5000 events (ms) | RSS after the watch (MB) |');
+  say('|---|---|---|---|---|---|---|---|');
+  const mem = (rs: Array<Record<string, unknown>>, at: string): string => {
+    const pick = (k: 'rssMb' | 'anonMb' | 'fileMb'): number => median(rs.map((r) => (r[at] as Record<string, number>)[k]!));
+    return `${fmt(pick('rssMb'))} (${fmt(pick('anonMb'))} + ${fmt(pick('fileMb'))})`;
+  };
+  for (const [row, rs] of results) {
+    const [kind, n] = row.split(' ');
+    const m = (k: string): number => median(rs.map((r) => r[k] as number));
+    say(`| ${kind} | ${n} | ${fmt(m('startupMs'), 0)} | ${mem(rs, 'connected')} | ${kind === 'none' ? '-' : fmt(m('listMs'), 0)} | ${mem(rs, 'withLeases')} | ${kind === 'none' ? '-' : fmt(m('watchMs'), 0)} | ${mem(rs, 'after')} |`);
   }
   say();
 }
@@ -91,7 +103,7 @@ async function acquire200(etcd: EtcdServer): Promise<void> {
   for (let run = 0; run < runs; run++) {
     const prefix = `/bench/acquire${run}`;
     await etcd.admin.put(`${prefix}/config`, '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}', AbortSignal.timeout(5000));
-    const gw = new EtcdGateway({ endpoints: [etcd.endpoint] });
+    const gw = new EtcdGrpc({ endpoints: [etcd.endpoint] });
     const managers = Array.from({ length: 200 }, () => new LocalManager({ registry: new EtcdRegistry(gw, { prefix }), log: silentLogger }));
     const ctl = new AbortController();
     const t0 = performance.now();
@@ -154,9 +166,11 @@ const etcd = await startEtcd();
 try {
   say(`## Run of ${new Date().toISOString().slice(0, 10)} on ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${fmt(totalmem() / 2 ** 30, 0)} GiB, Node ${process.version}`);
   say();
-  await clientComparison(etcd);
-  await acquire200(etcd);
-  await listWatch5000(etcd);
+  // BENCH_PARTS picks some of them (comma-separated): clients, acquire, list-watch.
+  const parts = (process.env['BENCH_PARTS'] ?? 'clients,acquire,list-watch').split(',');
+  if (parts.includes('clients')) await clientComparison(etcd);
+  if (parts.includes('acquire')) await acquire200(etcd);
+  if (parts.includes('list-watch')) await listWatch5000(etcd);
 } finally {
   await etcd[Symbol.asyncDispose]();
 }

@@ -6,7 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
-import { EtcdGateway } from '../src/subnet/etcd/etcd-gateway.js';
+import { EtcdGrpc } from '../src/subnet/etcd/etcd-grpc.js';
 import { EtcdRegistry } from '../src/subnet/etcd/etcd-registry.js';
 import { LocalManager } from '../src/subnet/local-manager.js';
 import { silentLogger } from '../src/core/log.js';
@@ -14,7 +14,7 @@ import { silentLogger } from '../src/core/log.js';
 const [endpoint, prefix, leasesText, updatesText] = process.argv.slice(2);
 const leases = Number(leasesText);
 const updates = Number(updatesText);
-const gw = new EtcdGateway({ endpoints: [endpoint!] });
+const gw = new EtcdGrpc({ endpoints: [endpoint!] });
 const manager = new LocalManager({ registry: new EtcdRegistry(gw, { prefix: prefix! }), log: silentLogger });
 const ctl = new AbortController();
 await manager.getNetworkConfig(ctl.signal);

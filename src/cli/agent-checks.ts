@@ -16,7 +16,7 @@ export function agentFlagProblem(flags: AgentFlags): string | undefined {
   if (margin < 1 || margin > 1439) return `Invalid subnet-lease-renew-margin option, out of acceptable range (1-1439 minutes): ${margin}`;
   // flanneld loops without pause on 0, re-reading its rules as fast as the CPU allows; above
   // maxTimerSeconds Node's timers fire after 1 ms instead, which is the same loop.
-  for (const flag of ['iptables-resync', 'registry-check-interval'] as const) {
+  for (const flag of ['iptables-resync', 'registry-check-interval', 'etcd-keepalive-time'] as const) {
     const v = flags[flag];
     if (v < 1 || v > maxTimerSeconds) return `--${flag} must be from 1 to ${maxTimerSeconds} (seconds): ${v}`;
   }

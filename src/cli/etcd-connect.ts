@@ -1,11 +1,14 @@
 /** Builds the etcd client and registry from flanneld's etcd flags (spec §2.10). */
 import type { Logger } from '../core/log.js';
-import { EtcdGateway, loadEtcdTls } from '../subnet/etcd/etcd-gateway.js';
+import { maxTimerSeconds } from './agent-checks.js';
+import { loadEtcdTls } from '../subnet/etcd/etcd-client.js';
+import { EtcdGrpc } from '../subnet/etcd/etcd-grpc.js';
 import { EtcdRegistry } from '../subnet/etcd/etcd-registry.js';
 import type { FlagValues } from './flags.js';
 import type { etcdFlags } from './options.js';
 
-export async function connectEtcd(flags: FlagValues<typeof etcdFlags>, log: Logger): Promise<{ gateway: EtcdGateway; registry: EtcdRegistry }> {
+/** `checkSeconds`: the agent's health-check interval, which a watch's liveness must be fresher than. */
+export async function connectEtcd(flags: FlagValues<typeof etcdFlags>, log: Logger, checkSeconds?: number): Promise<{ client: EtcdGrpc; registry: EtcdRegistry }> {
   const endpoints = flags['etcd-endpoints'].split(',').map((e) => e.trim()).filter((e) => e !== '');
   const keyFile = flags['etcd-keyfile'];
   const certFile = flags['etcd-certfile'];
@@ -15,12 +18,20 @@ export async function connectEtcd(flags: FlagValues<typeof etcdFlags>, log: Logg
   if (!tls && endpoints.some((e) => e.startsWith('https:')) && (keyFile || certFile)) {
     log.warn({}, 'TLS needs both --etcd-keyfile and --etcd-certfile; connecting without a client certificate');
   }
-  const gateway = new EtcdGateway({
+  // The agent checks the range; `weft leases` watches nothing, and takes what fits a timer.
+  const keepalive = Math.min(maxTimerSeconds, Math.max(1, flags['etcd-keepalive-time']));
+  if (checkSeconds !== undefined && keepalive < 5) {
+    log.warn({ seconds: keepalive }, '--etcd-keepalive-time is below etcd\'s default --grpc-keepalive-min-time (5 s): an etcd left at its default may end connections that PING this often');
+  }
+  const client = new EtcdGrpc({
     endpoints,
+    keepaliveMs: keepalive * 1000,
+    // The health check wants word from the watch within three of its intervals: ask at one and a half.
+    ...(checkSeconds !== undefined ? { watchProgressMs: checkSeconds * 1500 } : {}),
     log: log.child({ component: 'etcd' }),
     ...(tls ? { tls } : {}),
     ...(flags['etcd-username'] ? { username: flags['etcd-username'], password: flags['etcd-password'] } : {}),
   });
-  const registry = new EtcdRegistry(gateway, { prefix: flags['etcd-prefix'], log: log.child({ component: 'registry' }) });
-  return { gateway, registry };
+  const registry = new EtcdRegistry(client, { prefix: flags['etcd-prefix'], log: log.child({ component: 'registry' }) });
+  return { client, registry };
 }

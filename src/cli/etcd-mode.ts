@@ -6,7 +6,7 @@ import { errorMessage } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { checkBackend } from '../backend/registry.js';
 import { LocalManager } from '../subnet/local-manager.js';
-import { redactCredentials } from '../subnet/etcd/etcd-gateway.js';
+import { redactCredentials } from '../subnet/etcd/etcd-endpoint.js';
 import { readSubnetEnv } from '../subnet/subnet-env.js';
 import { ConfigDrift } from './config-drift.js';
 import { connectEtcd } from './etcd-connect.js';
@@ -15,7 +15,7 @@ import type { agentFlags } from './options.js';
 import type { RegistryMode } from './registry-mode.js';
 
 export async function etcdMode(flags: FlagValues<typeof agentFlags>, log: Logger, clock?: Clock): Promise<RegistryMode> {
-  const { gateway, registry } = await connectEtcd(flags, log);
+  const { client, registry } = await connectEtcd(flags, log, flags['registry-check-interval']);
   // As flanneld: a subnet file that cannot be read gives no previous subnet; it stops nothing.
   const previous = await readSubnetEnv(flags['subnet-file']).catch((err: unknown) => {
     log.warn({ err, file: flags['subnet-file'] }, `cannot read the subnet file of the previous run; going on without its subnet: ${errorMessage(err)}`);
@@ -45,7 +45,7 @@ export async function etcdMode(flags: FlagValues<typeof agentFlags>, log: Logger
     networkUp: async () => undefined,
     skippedEntries: () => registry.skippedEntries(),
     configChangedAt: () => drift.since,
-    close: () => gateway.close(),
+    close: () => client.close(),
   };
 }
 

@@ -42,11 +42,11 @@ export async function leasesCommand(argv: readonly string[], env: Readonly<Recor
     return 0;
   }
   const log = createLogger({ level: 'error', bindings: { cmd: 'leases' } });
-  const { gateway } = await connectEtcd(flags.values, log);
+  const { client: etcd } = await connectEtcd(flags.values, log);
   const prefix = flags.values['etcd-prefix'].replace(/\/+$/, '');
   const signal = AbortSignal.any([io.signal, AbortSignal.timeout(30_000)]);
   try {
-    const [res, configRes] = await Promise.all([gateway.range(`${prefix}/subnets/`, { prefix: true, signal }), gateway.range(`${prefix}/config`, { signal })]);
+    const [res, configRes] = await Promise.all([etcd.range(`${prefix}/subnets/`, { prefix: true, signal }), etcd.range(`${prefix}/config`, { signal })]);
     let config: NetworkConfig | undefined;
     try {
       config = configRes.kvs[0] ? parseNetworkConfig(configRes.kvs[0].value, 'etcd') : undefined;
@@ -57,7 +57,7 @@ export async function leasesCommand(argv: readonly string[], env: Readonly<Recor
     const ttls = new Map<string, number | undefined>();
     const ids = [...new Set(res.kvs.map((kv) => kv.lease).filter((id) => id !== '0'))];
     for (let i = 0; i < ids.length; i += 16) {
-      await Promise.all(ids.slice(i, i + 16).map(async (id) => ttls.set(id, await gateway.leaseTimeToLive(id, signal))));
+      await Promise.all(ids.slice(i, i + 16).map(async (id) => ttls.set(id, await etcd.leaseTimeToLive(id, signal))));
     }
     const rows = res.kvs.map((kv) => row(kv, `${prefix}/subnets/`, config, local, ttls)).sort(bySubnet);
     if (flags.values.json) {
@@ -73,7 +73,7 @@ export async function leasesCommand(argv: readonly string[], env: Readonly<Recor
     io.stdout(`${rows.length - bad} lease(s)${bad ? `, ${bad} entr${bad === 1 ? 'y' : 'ies'} no agent programs` : ''} at revision ${res.revision}\n`);
     return 0;
   } finally {
-    gateway.close();
+    etcd.close();
   }
 }
 

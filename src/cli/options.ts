@@ -12,6 +12,12 @@ export const etcdFlags = [
   { name: 'etcd-cafile', kind: 'string', default: '', doc: 'SSL Certificate Authority file used to secure etcd communication' },
   { name: 'etcd-username', kind: 'string', default: '', doc: 'username for BasicAuth to etcd' },
   { name: 'etcd-password', kind: 'string', default: '', doc: 'password for BasicAuth to etcd' },
+  {
+    name: 'etcd-keepalive-time',
+    kind: 'int',
+    default: 10,
+    doc: 'weft only: seconds of silence on an etcd connection that carries a watch before an HTTP/2 PING; one unanswered for half as long closes the connection and fails over. At least etcd\'s --grpc-keepalive-min-time (5 s by default)',
+  },
 ] as const satisfies readonly FlagSpec[];
 
 export const agentFlags = [
@@ -37,7 +43,7 @@ export const agentFlags = [
   { name: 'ip-blackhole-route', kind: 'bool', default: false, doc: 'add a blackhole route covering the node\'s own subnet' },
   { name: 'net-config-path', kind: 'string', default: '/etc/kube-flannel/net-conf.json', doc: 'path to the network configuration file (kube mode)' },
   { name: 'set-node-network-unavailable', kind: 'bool', default: true, doc: 'set NodeNetworkUnavailable to false once the network is up (kube mode)' },
-  { name: 'registry-check-interval', kind: 'int', default: 10, doc: 'weft only: seconds between the health check\'s registry reads of this node\'s lease; /healthz fails after three missed' },
+  { name: 'registry-check-interval', kind: 'int', default: 10, doc: 'weft only: seconds between the health checks of this node\'s lease (in etcd mode answered by the lease\'s own watch, with no read); /readyz/registry fails after three missed' },
   { name: 'v', kind: 'int', default: 0, doc: 'log verbosity: 0 info, 1 or more debug' },
   { name: 'log-format', kind: 'string', default: 'json', doc: 'weft only: json (one object per line; the default of weft agent) or text (klog\'s lines, as flanneld\'s; the default when installed as flanneld)' },
   { name: 'vmodule', kind: 'string', default: '', doc: 'accepted for compatibility; ignored' },

@@ -13,6 +13,8 @@
  * | WEFT_ERR_COMPACTED          | a watch or list asked for a revision the registry no longer has | yes       |
  * |                             | (etcd compaction; Kubernetes 410 Gone / Expired)                |           |
  * | WEFT_ERR_ETCD               | etcd answered with an error                                     | yes       |
+ * | WEFT_ERR_ETCD_DENIED        | etcd refused the client's credentials or rights (a role can be  | yes       |
+ * |                             | granted while the agent waits)                                  |           |
  * | WEFT_ERR_KUBE_API           | the Kubernetes API answered with an error status                | yes       |
  * | WEFT_ERR_KUBE_INVALID       | the Kubernetes API refused a request as invalid (400, 422)      | no        |
  * | WEFT_ERR_PROTOCOL           | a registry's answer is malformed or over its size limit         | yes       |
@@ -31,6 +33,7 @@ export const ErrorCodes = {
   LEASE_CHANGED: 'WEFT_ERR_LEASE_CHANGED',
   COMPACTED: 'WEFT_ERR_COMPACTED',
   ETCD: 'WEFT_ERR_ETCD',
+  ETCD_DENIED: 'WEFT_ERR_ETCD_DENIED',
   KUBE_API: 'WEFT_ERR_KUBE_API',
   KUBE_INVALID: 'WEFT_ERR_KUBE_INVALID',
   PROTOCOL: 'WEFT_ERR_PROTOCOL',
@@ -50,6 +53,7 @@ const retriableCodes: ReadonlySet<WeftErrorCode> = new Set([
   ErrorCodes.LEASE_CHANGED,
   ErrorCodes.COMPACTED,
   ErrorCodes.ETCD,
+  ErrorCodes.ETCD_DENIED,
   ErrorCodes.KUBE_API,
   ErrorCodes.PROTOCOL,
   ErrorCodes.UNAVAILABLE,

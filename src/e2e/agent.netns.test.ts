@@ -3,6 +3,7 @@
  * the real CNI bridge plugin, ping across nodes. Needs root (make test runs it).
  */
 import { test } from 'node:test';
+import { delay } from '../core/abort.js';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { Cluster, type ClusterNode, weftBin } from '../testing/cluster.js';
@@ -199,6 +200,9 @@ test('/readyz/registry tells the truth: 200 while the lease is held and the regi
   await wait('healthy', async () => (await state()).status === 200);
   assert.equal((await cluster.health(node, 8471, '/readyz')).status, 200);
   assert.equal((await state()).body['healthy'], true);
+  // Quiet for more than three check intervals: the watch's answered progress requests keep it healthy.
+  await delay(4000);
+  assert.equal((await state()).status, 200, 'a quiet registry is not a silent one');
   await cluster.stopEtcd();
   await wait('unhealthy without the registry', async () => (await state()).status === 503);
   assert.match(String((await state()).body['reason']), /registry unreachable/);

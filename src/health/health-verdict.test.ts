@@ -16,7 +16,8 @@ test('one or two missed checks are a blip; a third makes it unhealthy, with the 
   assert.equal(silentFor(20_001, 'registry unreachable: ECONNREFUSED').healthy, true, 'two missed');
   assert.equal(silentFor(30_000).healthy, true, 'exactly three intervals is still in time');
   assert.deepEqual([silentFor(30_001, 'registry unreachable: ECONNREFUSED').healthy, silentFor(30_001, 'registry unreachable: ECONNREFUSED').reason], [false, 'registry unreachable: ECONNREFUSED']);
-  assert.equal(silentFor(30_001).reason, 'no recent registry contact');
+  assert.equal(silentFor(30_001).reason, 'registry unreachable: nothing from it for 30 s');
+  assert.equal(healthVerdict({ ...base, lastContact: 0 }).reason, 'registry unreachable: it has not answered yet');
 });
 
 test('unhealthy before the first lease, when the registry never answered, and when it does not hold the lease', () => {

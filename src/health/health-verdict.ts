@@ -49,7 +49,11 @@ export function healthVerdict(input: HealthInput): HealthState {
   const live = liveness(input);
   const verdict = (healthy: boolean, reason: string): HealthState => ({ healthy, reason, ready: input.ready, details, ...live });
   if (input.subnet === undefined) return verdict(false, 'no lease yet');
-  if (age > missedChecks * input.checkMs) return verdict(false, input.problem || 'no recent registry contact');
+  if (age > missedChecks * input.checkMs) {
+    // A watch that went quiet raises no error: say how long the registry has been silent.
+    const silent = Number.isFinite(age) ? `registry unreachable: nothing from it for ${Math.round(age / 1000)} s` : 'registry unreachable: it has not answered yet';
+    return verdict(false, input.problem || silent);
+  }
   if (!input.held) return verdict(false, input.problem || 'the registry does not hold this node\'s lease');
   return verdict(true, 'lease held');
 }

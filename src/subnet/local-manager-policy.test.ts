@@ -143,3 +143,33 @@ test('node addresses inside the network: no subnet that holds this node\'s or a 
   const lease = await manager().acquireLease({ ...attrsFor(1), publicIp: parseIp('198.18.1.5') }, signal);
   assert.equal(formatSubnetPair(lease.subnet), '198.18.3.0/24');
 });
+
+test('the health check answers from holdLease\'s watch while it runs, with the registry\'s word on its liveness, and reads only without one', async (t) => {
+  const { registry, manager, signal } = setup(t);
+  const m = manager();
+  const lease = await m.acquireLease(attrsFor(1), signal);
+  registry.calls.length = 0;
+  assert.equal((await m.checkLease(signal)).held, true);
+  assert.deepEqual(registry.calls, ['getLeases'], 'no watch yet: the check reads the lease');
+
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const holding = m.holdLease(AbortSignal.any([signal, ctl.signal]))[Symbol.asyncIterator]().next();
+  holding.catch(() => undefined);
+  await settle();
+  registry.aliveAt = 4242;
+  registry.calls.length = 0;
+  assert.deepEqual(await m.checkLease(signal), { held: true, confirmedAt: 4242 });
+  assert.deepEqual(registry.calls, [], 'answered from the watch');
+
+  // Another writer changes the key and the rewrite fails: not held, until ours is back.
+  registry.failNext('updateLease', 'WEFT_ERR_UNAVAILABLE', 1000);
+  registry.write(lease.subnet, attrsFor(9), day);
+  await settle();
+  assert.equal((await m.checkLease(signal)).held, false);
+  ctl.abort();
+  await holding;
+  registry.calls.length = 0;
+  await m.checkLease(signal);
+  assert.deepEqual(registry.calls, ['getLeases'], 'the watch ended: the check reads again');
+});

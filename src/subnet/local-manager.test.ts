@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { type EtcdServer, startEtcd } from '../testing/etcd-server.js';
-import { EtcdGateway } from './etcd/etcd-gateway.js';
+import { EtcdGrpc } from './etcd/etcd-grpc.js';
 import { EtcdRegistry } from './etcd/etcd-registry.js';
 import { LocalManager, type LocalManagerOptions } from './local-manager.js';
 import { recordingLogger } from '../testing/recording-logger.js';
@@ -40,7 +40,7 @@ interface Harness {
 async function harness(t: { after(fn: () => Promise<void> | void): void }, config = vxlanConfig): Promise<Harness> {
   const etcd = await startEtcd();
   const ctl = new AbortController();
-  const clients: EtcdGateway[] = [];
+  const clients: EtcdGrpc[] = [];
   t.after(async () => {
     ctl.abort();
     for (const c of clients) c.close();
@@ -48,7 +48,7 @@ async function harness(t: { after(fn: () => Promise<void> | void): void }, confi
   });
   await etcd.admin.put(`${prefix}/config`, config, AbortSignal.timeout(5000));
   const registry = (endpoint = etcd.endpoint, log?: Logger): EtcdRegistry => {
-    const gw = new EtcdGateway({ endpoints: [endpoint], requestTimeoutMs: 3000 });
+    const gw = new EtcdGrpc({ endpoints: [endpoint], requestTimeoutMs: 3000 });
     clients.push(gw);
     return new EtcdRegistry(gw, { prefix, ...(log ? { log } : {}) });
   };

@@ -65,6 +65,8 @@ export class LocalManager implements SubnetManager {
   #configText: string | undefined;
   #attrs: LeaseAttrs | undefined;
   #own: StoredLease | undefined;
+  /** holdLease's watch of this node's key has delivered its first listing and runs. */
+  #watchingOwn = false;
   /** The own lease is a reservation (written without TTL by an operator): renewals keep it so. */
   #reservation = false;
   /** The own key was written by someone else, so ours must be written back. */
@@ -164,12 +166,14 @@ export class LocalManager implements SubnetManager {
           }
           if (this.#applyOwnEvents(batch, first)) break;
           first = false;
+          this.#watchingOwn = true;
           renewAt = Math.min(renewAt, this.#renewAt());
         }
       } catch (err) {
         if (signal.aborted) return;
         throw err;
       } finally {
+        this.#watchingOwn = false;
         stop.abort();
         await pump;
       }
@@ -186,12 +190,14 @@ export class LocalManager implements SubnetManager {
   }
 
   /**
-   * Asks the registry whether it still holds this node's lease as written: true or false, or a
-   * rejection when the registry cannot be reached. For the health endpoint.
+   * Whether the registry still holds this node's lease as written, for the health endpoint. While
+   * holdLease watches the lease's key, from that watch, as of when the registry last proved the
+   * watch alive: no request. Otherwise it asks the registry, and rejects when it cannot be reached.
    */
   async checkLease(signal: AbortSignal): Promise<LeaseCheck> {
     const own = this.#own;
     if (!own || !this.#attrs) return { held: false, confirmedAt: this.#clock.now() };
+    if (this.#watchingOwn) return { held: leaseAttrsEqual(own.attrs, this.#attrs), confirmedAt: this.#registry.lastAlive() };
     const snap = await this.#registry.getLeases({ subnet: own.subnet, signal });
     const stored = snap.leases[0];
     return { held: stored !== undefined && leaseAttrsEqual(stored.attrs, this.#attrs), confirmedAt: this.#clock.now() };

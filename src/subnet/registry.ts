@@ -60,4 +60,11 @@ export interface Registry {
    * breaks; it never ends otherwise until `signal` aborts.
    */
   watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal }): AsyncIterable<RegistryBatch>;
+
+  /**
+   * While watches are open, when the registry last proved that they are alive (data, an answered
+   * keepalive); otherwise when it last answered (ms since the epoch; 0: never). Lets the health
+   * check trust an open watch instead of reading the lease again.
+   */
+  lastAlive(): number;
 }

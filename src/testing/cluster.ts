@@ -18,6 +18,7 @@ import { delay } from '../core/abort.js';
 import { createNetns, deleteNetns, ipJson, nsExec, nsName, sh, spawnInNetns, stopProcess, sweepStaleNamespaces } from './netns.js';
 import { parseSubnetEnv } from '../subnet/subnet-env.js';
 import { NamespacedApiServer } from './namespaced-apiserver.js';
+import { EtcdMembers, type EtcdMembersOptions } from './etcd-members.js';
 
 export const weftBin = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
 const adminScript = fileURLToPath(new URL('./etcd-admin.js', import.meta.url));
@@ -72,6 +73,8 @@ export interface ClusterOptions {
    * duplicate address detection off in every namespace so that addresses are usable at once.
    */
   readonly ipv6?: boolean;
+  /** etcd as several members, each in a namespace of its own (etcd-members.ts), instead of one in the switch. */
+  readonly etcdMembers?: EtcdMembersOptions;
   readonly kube?: {
     /** The Node's podCIDR, or its podCIDRs (dual-stack). */
     readonly podCidr?: (n: number) => string | readonly string[] | undefined;
@@ -87,8 +90,9 @@ export class Cluster {
   readonly dir: string;
   readonly sw: string;
   readonly nodes: ClusterNode[] = [];
-  readonly endpoint = `http://${switchIp}:${etcdPort}`;
   #etcd: ChildProcess | undefined;
+  /** The etcd members, when the cluster has several (options.etcdMembers). */
+  members: EtcdMembers | undefined;
   readonly #namespaces: string[] = [];
   readonly #agentFlags: readonly string[];
   readonly #names: (tag: string) => string;
@@ -98,6 +102,11 @@ export class Cluster {
   readonly #ipv6: boolean;
   /** The in-test API server, in kube mode. */
   api: NamespacedApiServer | undefined;
+
+  /** What agents are given as --etcd-endpoints. */
+  get endpoint(): string {
+    return this.members ? this.members.endpoints.join(',') : `http://${switchIp}:${etcdPort}`;
+  }
 
   private constructor(dir: string, options: ClusterOptions) {
     this.dir = dir;
@@ -112,7 +121,7 @@ export class Cluster {
 
   /** Every namespace and process of the cluster, so that another process can remove them. */
   get inventory(): { namespaces: string[]; pids: number[]; dir: string } {
-    const pids = [this.#etcd?.pid, this.api?.pid, ...this.nodes.map((n) => n.agent?.pid)].filter((p): p is number => p !== undefined);
+    const pids = [this.#etcd?.pid, this.api?.pid, ...(this.members?.members.map((m) => m.process?.pid) ?? []), ...this.nodes.map((n) => n.agent?.pid)].filter((p): p is number => p !== undefined);
     return { namespaces: [...this.#namespaces], pids, dir: this.dir };
   }
 
@@ -156,8 +165,33 @@ export class Cluster {
       }
       return;
     }
+    if (options.etcdMembers) {
+      this.members = await EtcdMembers.start((tag, ip) => this.#host(tag, ip), this.dir, options.etcdMembers, (name, chunk) => {
+        this.etcdLog = (this.etcdLog + `[${name}] ${chunk}`).slice(-100_000);
+      });
+      await this.#waitForEtcd();
+      await this.etcd('put', '/coreos.com/network/config', options.config);
+      if (options.etcdMembers.ca) await this.etcd('auth');
+      return;
+    }
     await this.#startEtcd();
     await this.etcd('put', '/coreos.com/network/config', options.config);
+  }
+
+  /** The etcd members' output, for a failing test's report. */
+  etcdLog = '';
+
+  /** A namespace on the switch with eth0 at `ip`/24 and a default route via the switch. */
+  async #host(tag: string, ip: string): Promise<string> {
+    const ns = this.#names(tag);
+    await this.#ns(ns);
+    const port = `v${tag.replace(/^n/, '')}`;
+    await sh('ip', ['link', 'add', 'eth0', 'netns', ns, 'type', 'veth', 'peer', 'name', port, 'netns', this.sw]);
+    await nsExec(this.sw, 'ip', ['link', 'set', port, 'master', 'br0', 'up']);
+    await nsExec(ns, 'ip', ['addr', 'add', `${ip}/24`, 'dev', 'eth0']);
+    await nsExec(ns, 'ip', ['link', 'set', 'eth0', 'up']);
+    await nsExec(ns, 'ip', ['route', 'add', 'default', 'via', switchIp]);
+    return ns;
   }
 
   /** Sends a command to the in-test API server (kube mode) and returns its answer. */
@@ -169,15 +203,8 @@ export class Cluster {
   /** Adds a node namespace on the switch (no agent yet). */
   async addNode(): Promise<ClusterNode> {
     const n = this.nodes.length + 1;
-    const ns = this.#names(`n${n}`);
-    await this.#ns(ns);
-    const port = `v${n}`;
-    await sh('ip', ['link', 'add', 'eth0', 'netns', ns, 'type', 'veth', 'peer', 'name', port, 'netns', this.sw]);
-    await nsExec(this.sw, 'ip', ['link', 'set', port, 'master', 'br0', 'up']);
     const ip = `203.0.113.${10 + n}`;
-    await nsExec(ns, 'ip', ['addr', 'add', `${ip}/24`, 'dev', 'eth0']);
-    await nsExec(ns, 'ip', ['link', 'set', 'eth0', 'up']);
-    await nsExec(ns, 'ip', ['route', 'add', 'default', 'via', switchIp]);
+    const ns = await this.#host(`n${n}`, ip);
     await nsExec(ns, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
     let ip6: string | undefined;
     if (this.#ipv6) {
@@ -224,20 +251,27 @@ export class Cluster {
     ]);
     this.#etcd.stdout?.resume();
     this.#etcd.stderr?.resume();
+    await this.#waitForEtcd();
+  }
+
+  async #waitForEtcd(): Promise<void> {
     for (let i = 0; ; i++) {
       try {
         await this.etcd('get', '/health');
         return;
       } catch (err) {
-        if (i > 200) throw err;
+        if (i > 200) throw new Error(`etcd did not come up: ${this.etcdLog.slice(-2000)}`, { cause: err });
         await delay(50);
       }
     }
   }
 
-  /** Runs an etcd operation from inside the switch namespace. */
-  async etcd(op: 'put' | 'del' | 'get' | 'compact', key = '', value?: string): Promise<string> {
-    return nsExec(this.sw, process.execPath, [adminScript, `http://127.0.0.1:${etcdPort}`, op, key, ...(value === undefined ? [] : [value])]);
+  /** Runs an etcd operation from inside the switch namespace; with several members, through `via` (1-based) if given. */
+  async etcd(op: 'put' | 'del' | 'get' | 'compact' | 'auth', key = '', value?: string, via?: readonly number[]): Promise<string> {
+    const members = this.members ? (via ?? this.members.members.map((_, i) => i + 1)).map((i) => this.members!.endpoints[i - 1]!) : [];
+    const endpoints = this.members ? members.join(',') : `http://127.0.0.1:${etcdPort}`;
+    const env = this.members ? { ...process.env, ...this.members.adminEnv } : process.env;
+    return nsExec(this.sw, process.execPath, [adminScript, endpoints, op, key, ...(value === undefined ? [] : [value])], { env });
   }
 
   async leases(): Promise<Array<{ key: string; value: string }>> {
@@ -251,7 +285,7 @@ export class Cluster {
   startAgent(node: ClusterNode, extra: readonly string[] = [], env: NodeJS.ProcessEnv = {}): ChildProcess {
     const registry = this.#kube
       ? ['--kube-subnet-mgr', `--kubeconfig-file=${this.api?.kubeconfig ?? ''}`, `--net-config-path=${join(this.dir, 'net-conf.json')}`]
-      : [`--etcd-endpoints=${this.endpoint}`];
+      : [`--etcd-endpoints=${this.endpoint}`, ...(this.members?.agentFlags ?? [])];
     // flanneld (an anchor binary, WEFT_TEST_AGENT_BIN) takes no `agent` command: Go's flag parsing stops at it.
     const bin = env['WEFT_TEST_AGENT_BIN'] ?? weftBin;
     const command = /flanneld[^/]*$/.test(bin) ? [] : ['agent'];
@@ -354,6 +388,7 @@ export class Cluster {
   async destroy(): Promise<void> {
     for (const node of this.nodes) await this.stopAgent(node, 'SIGKILL').catch(() => undefined);
     if (this.#etcd) await stopProcess(this.#etcd, 'SIGKILL').catch(() => undefined);
+    await this.members?.stop();
     await this.api?.stop().catch(() => undefined);
     for (const ns of [...this.#namespaces].reverse()) await deleteNetns(ns);
     await rm(this.dir, { recursive: true, force: true });

@@ -1,6 +1,7 @@
 /**
  * A real etcd for tests: started on 127.0.0.1 with free ports and a temporary data directory,
- * stopped and removed afterwards. Optionally with TLS and client-certificate authentication.
+ * stopped and removed afterwards. Optionally with TLS and client-certificate authentication, a
+ * unix socket beside the TCP port, and any further etcd flags.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -8,7 +9,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { delay } from '../core/abort.js';
-import { EtcdGateway, type EtcdTls, grpcCode } from '../subnet/etcd/etcd-gateway.js';
+import { type EtcdTls, grpcCode } from '../subnet/etcd/etcd-client.js';
+import { EtcdGrpc } from '../subnet/etcd/etcd-grpc.js';
 import { isWeftError } from '../core/errors.js';
 
 export interface EtcdServerTls {
@@ -22,7 +24,9 @@ export interface EtcdServerTls {
 export interface EtcdServer extends AsyncDisposable {
   readonly endpoint: string;
   /** A client for test set-up (puts, compaction), not for the code under test. */
-  readonly admin: EtcdGateway;
+  readonly admin: EtcdGrpc;
+  /** The unix socket etcd also listens on, with `unixSocket`. */
+  readonly socketPath?: string;
   /** Stops etcd; with `wipe`, deletes its data so it comes back empty. */
   stop(options?: { wipe?: boolean }): Promise<void>;
   start(): Promise<void>;
@@ -44,17 +48,19 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startEtcd(options: { tls?: EtcdServerTls } = {}): Promise<EtcdServer> {
+export async function startEtcd(options: { tls?: EtcdServerTls; unixSocket?: boolean; args?: readonly string[] } = {}): Promise<EtcdServer> {
   const dir = await mkdtemp(join(tmpdir(), 'weft-etcd-'));
   const clientPort = await freePort();
   const peerPort = await freePort();
   const scheme = options.tls ? 'https' : 'http';
   const endpoint = `${scheme}://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
+  // etcd takes a unix listener's host:port as the socket's file name, in its working directory.
+  const socketName = `etcd.sock:${clientPort}`;
   const args = [
     '--name', 'weft-test',
     '--data-dir', join(dir, 'data'),
-    '--listen-client-urls', endpoint,
+    '--listen-client-urls', options.unixSocket ? `${endpoint},unix://${socketName}` : endpoint,
     '--advertise-client-urls', endpoint,
     '--listen-peer-urls', peer,
     '--initial-advertise-peer-urls', peer,
@@ -63,17 +69,18 @@ export async function startEtcd(options: { tls?: EtcdServerTls } = {}): Promise<
     '--election-timeout', '500',
     '--logger', 'zap',
     '--log-level', 'error',
+    ...(options.args ?? []),
   ];
   if (options.tls) {
     args.push('--cert-file', options.tls.certFile, '--key-file', options.tls.keyFile, '--client-cert-auth', '--trusted-ca-file', options.tls.caFile);
   }
-  const admin = new EtcdGateway({ endpoints: [endpoint], requestTimeoutMs: 30_000, ...(options.tls ? { tls: options.tls.client } : {}) });
+  const admin = new EtcdGrpc({ endpoints: [endpoint], requestTimeoutMs: 30_000, ...(options.tls ? { tls: options.tls.client } : {}) });
   let child: ChildProcess | undefined;
   let stderr = '';
 
   const start = async (): Promise<void> => {
     stderr = '';
-    const proc = spawn('etcd', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn('etcd', args, { stdio: ['ignore', 'ignore', 'pipe'], cwd: dir });
     child = proc;
     running.add(proc);
     proc.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
@@ -86,7 +93,7 @@ export async function startEtcd(options: { tls?: EtcdServerTls } = {}): Promise<
         return;
       } catch (err) {
         // With auth enabled, a refusal for want of credentials means etcd is serving.
-        if (isWeftError(err, 'WEFT_ERR_ETCD') && [3, 16].includes(grpcCode(err) ?? 0)) return;
+        if ((isWeftError(err, 'WEFT_ERR_ETCD') || isWeftError(err, 'WEFT_ERR_ETCD_DENIED')) && [3, 7, 9, 16].includes(grpcCode(err) ?? 0)) return;
         if (Date.now() > deadline) throw new Error(`etcd did not come up on ${endpoint}: ${stderr}`, { cause: err });
         await delay(50);
       }
@@ -119,6 +126,7 @@ export async function startEtcd(options: { tls?: EtcdServerTls } = {}): Promise<
   return {
     endpoint,
     admin,
+    ...(options.unixSocket ? { socketPath: join(dir, socketName) } : {}),
     start,
     stop,
     async [Symbol.asyncDispose]() {

@@ -52,6 +52,13 @@ export class MemoryRegistry implements Registry {
     return [...this.#entries.keys()].sort().map((k) => this.#entries.get(k)!.lease);
   }
 
+  /** What lastAlive() answers; a test sets it to say when the watches last proved alive. */
+  aliveAt = 0;
+
+  lastAlive(): number {
+    return this.aliveAt;
+  }
+
   /** The next `times` calls of `method` fail with `code`. */
   failNext(method: Method, code: WeftErrorCode, times = 1): void {
     this.#failing.set(method, { code, times });

@@ -1,8 +1,9 @@
 /**
  * A throwaway certificate authority with a server certificate (for 127.0.0.1 unless told
- * otherwise) and a client one (CN=client).
- * The server certificate also allows client use: etcd's JSON gateway dials etcd's own gRPC port
- * with it, and with --client-cert-auth that dial must present a client certificate.
+ * otherwise) and a client one (CN=client), and more client certificates on demand (etcd takes
+ * the user from a client certificate's CommonName).
+ * The server certificate is for server use only: weft needs nothing else of it (etcd's JSON
+ * gateway, which weft no longer uses, needed clientAuth on it too).
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -23,6 +24,8 @@ export interface TestCa extends AsyncDisposable {
   readonly strangerCert: string;
   readonly strangerKey: string;
   read(file: string): Promise<string>;
+  /** Issues a client certificate with CommonName `cn`, signed by this CA. */
+  client(cn: string): Promise<{ certFile: string; keyFile: string }>;
 }
 
 /** `serverIps`: the addresses the server certificate is valid for (default 127.0.0.1). */
@@ -40,7 +43,7 @@ export async function makeTestCa(options: { serverIps?: readonly string[] } = {}
   };
   try {
     await selfSigned('ca');
-    await signed('server', `subjectAltName=${sans}\nextendedKeyUsage=serverAuth,clientAuth\n`);
+    await signed('server', `subjectAltName=${sans}\nextendedKeyUsage=serverAuth\n`);
     await signed('client', 'extendedKeyUsage=clientAuth\n');
     await selfSigned('stranger');
   } catch (err) {
@@ -57,6 +60,10 @@ export async function makeTestCa(options: { serverIps?: readonly string[] } = {}
     strangerCert: p('stranger.crt'),
     strangerKey: p('stranger.key'),
     read: (file) => readFile(file, 'utf8'),
+    client: async (cn) => {
+      await signed(cn, 'extendedKeyUsage=clientAuth\n');
+      return { certFile: p(`${cn}.crt`), keyFile: p(`${cn}.key`) };
+    },
     async [Symbol.asyncDispose]() {
       await rm(dir, { recursive: true, force: true });
     },

@@ -11,7 +11,7 @@ import { decodeLeaseAttrs, encodeLeaseAttrs } from '../../lease/lease-codec.js';
 import type { LeaseAttrs, SubnetPair } from '../../lease/lease.js';
 import { formatSubnetKey, parseSubnetKey } from '../../lease/subnet-key.js';
 import type { LeaseSnapshot, Registry, RegistryBatch, RegistryEvent, StoredLease, WriteOptions } from '../registry.js';
-import type { EtcdGateway, KeyValue } from './etcd-gateway.js';
+import type { EtcdClient, KeyValue } from './etcd-client.js';
 
 export const defaultEtcdPrefix = '/coreos.com/network';
 
@@ -37,7 +37,7 @@ export interface SkippedEntry {
 }
 
 export class EtcdRegistry implements Registry {
-  readonly #etcd: EtcdGateway;
+  readonly #etcd: EtcdClient;
   readonly #configKey: string;
   readonly #subnetsDir: string;
   readonly #log: Logger;
@@ -45,7 +45,7 @@ export class EtcdRegistry implements Registry {
   /** Entries skipped as invalid: the revision warned about (one bad entry logs once), why, since when. */
   readonly #warned = new Map<string, SkippedEntry & { modRevision: number }>();
 
-  constructor(etcd: EtcdGateway, options: EtcdRegistryOptions = {}) {
+  constructor(etcd: EtcdClient, options: EtcdRegistryOptions = {}) {
     const prefix = options.prefix ?? defaultEtcdPrefix;
     this.#etcd = etcd;
     this.#configKey = joinKey(prefix, 'config');
@@ -149,6 +149,10 @@ export class EtcdRegistry implements Registry {
     const key = this.subnetKey(current.subnet);
     const res = await this.#etcd.txn([{ key, target: 'MOD', modRevision: current.modRevision }], [{ deleteRange: { key } }], signal);
     return res.succeeded;
+  }
+
+  lastAlive(): number {
+    return this.#etcd.lastAlive();
   }
 
   async *watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal }): AsyncGenerator<RegistryBatch> {

@@ -1,4 +1,8 @@
 /**
+ * weft's former etcd client, kept in bench/ only as the reference the gRPC client
+ * (src/subnet/etcd/etcd-grpc.ts) is measured against (bench/client-probe.ts). The agent no longer
+ * loads it: the gateway fails secured etcd clusters (docs/benchmarks.md).
+ *
  * A client for etcd's v3 JSON gateway (`/v3/kv/range`, `/v3/kv/txn`, `/v3/watch`, ...), served by
  * every etcd >= 3.4 on its client port. Chosen over the gRPC `etcd3` package by measurement
  * (docs/benchmarks.md): a process that has loaded etcd3 sits tens of megabytes higher, and the
@@ -23,19 +27,14 @@
  * - With a username, a token from `/v3/auth/authenticate` goes in `Authorization`; a rejected
  *   token is renewed once per request.
  */
-import { errorCode, publish } from '../../core/events.js';
+import { errorCode, publish } from '../src/core/events.js';
 import type * as Http from 'node:http';
 import type * as Https from 'node:https';
-import { readFile } from 'node:fs/promises';
-import { ErrorCodes, WeftError, errorMessage, isAbortError, isWeftError } from '../../core/errors.js';
-import { abortReason } from '../../core/abort.js';
-import { type Logger, silentLogger } from '../../core/log.js';
-
-export interface EtcdTls {
-  readonly ca?: string;
-  readonly cert: string;
-  readonly key: string;
-}
+import { ErrorCodes, WeftError, errorMessage, isAbortError, isWeftError } from '../src/core/errors.js';
+import { abortReason } from '../src/core/abort.js';
+import { type Logger, silentLogger } from '../src/core/log.js';
+import { type Compare, type EtcdClient, type EtcdTls, type KeyValue, type RangeResult, type TxnOp, type TxnResult, type WatchBatch, type WatchEvent, grpcCode, prefixRangeEnd } from '../src/subnet/etcd/etcd-client.js';
+import { redactCredentials } from '../src/subnet/etcd/etcd-endpoint.js';
 
 export interface EtcdClientOptions {
   /** `http://host:port` or `https://host:port`, tried in order. */
@@ -48,79 +47,16 @@ export interface EtcdClientOptions {
   readonly log?: Logger;
 }
 
-/** Reads the PEM files named by flanneld's `--etcd-cafile/certfile/keyfile` flags. */
-export async function loadEtcdTls(files: { caFile?: string; certFile: string; keyFile: string }): Promise<EtcdTls> {
-  const read = async (path: string, flag: string): Promise<string> => {
-    try {
-      return await readFile(path, 'utf8');
-    } catch (err) {
-      throw new WeftError(ErrorCodes.CONFIG, `cannot read ${flag} ${path}: ${(err as Error).message}`, { cause: err });
-    }
-  };
-  const [ca, cert, key] = await Promise.all([
-    files.caFile ? read(files.caFile, '--etcd-cafile') : undefined,
-    read(files.certFile, '--etcd-certfile'),
-    read(files.keyFile, '--etcd-keyfile'),
-  ]);
-  return ca === undefined ? { cert, key } : { ca, cert, key };
-}
-
-export interface KeyValue {
-  readonly key: string;
-  readonly value: string;
-  readonly modRevision: number;
-  /** The revision that created the key (unchanged by later writes until it is deleted). */
-  readonly createRevision: number;
-  readonly version: number;
-  /** `'0'` for a key without an etcd lease (a reservation). */
-  readonly lease: string;
-}
-
-export interface RangeResult {
-  readonly revision: number;
-  readonly kvs: readonly KeyValue[];
-}
-
-export type Compare =
-  | { readonly key: string; readonly target: 'VERSION'; readonly version: number }
-  | { readonly key: string; readonly target: 'MOD'; readonly modRevision: number };
-
-export type TxnOp =
-  | { readonly put: { readonly key: string; readonly value: string; readonly lease?: string } }
-  | { readonly deleteRange: { readonly key: string } };
-
-export interface TxnResult {
-  readonly succeeded: boolean;
-  readonly revision: number;
-}
-
-export interface WatchEvent {
-  readonly type: 'PUT' | 'DELETE';
-  readonly kv: KeyValue;
-}
-
-export interface WatchBatch {
-  readonly revision: number;
-  readonly events: readonly WatchEvent[];
-}
-
-/** Smallest key greater than every key starting with `prefix` (etcd's range_end for a prefix). */
-export function prefixRangeEnd(prefix: string): Buffer {
-  const bytes = Buffer.from(prefix, 'utf8');
-  for (let i = bytes.length - 1; i >= 0; i--) {
-    if (bytes[i]! < 0xff) {
-      const end = bytes.subarray(0, i + 1);
-      end[i]! += 1;
-      return end;
-    }
-  }
-  return Buffer.from([0]);
-}
-
 /** Concurrent unary requests per endpoint; more wait in the client's queue. */
 const maxUnarySockets = 16;
 
-export class EtcdGateway {
+export class EtcdGateway implements EtcdClient {
+  #lastAnswer = 0;
+
+  lastAlive(): number {
+    return this.#lastAnswer;
+  }
+
   readonly #endpoints: readonly URL[];
   readonly #timeoutMs: number;
   readonly #log: Logger;
@@ -400,6 +336,7 @@ export class EtcdGateway {
 
   /** An endpoint answered: the end of an outage, if there was one, is logged once, with its length. */
   #reached(endpoint: URL): void {
+    this.#lastAnswer = Date.now();
     publish('registry.contact', { reachable: true, registry: 'etcd' });
     this.#down.delete(endpoint.origin);
     if (this.#lostAt !== undefined) {
@@ -472,12 +409,6 @@ function etcdError(obj: Record<string, unknown>, status?: number): WeftError {
   return err;
 }
 
-/** The gRPC status code etcd attached to an error (14 unavailable, 16 unauthenticated, ...). */
-export function grpcCode(err: unknown): number | undefined {
-  const code = (err as { grpcCode?: unknown } | null)?.grpcCode;
-  return typeof code === 'number' ? code : undefined;
-}
-
 function protocolError(what: string, got: unknown): WeftError {
   return new WeftError(ErrorCodes.PROTOCOL, `unexpected answer from etcd: ${what}: ${JSON.stringify(got)?.slice(0, 200)}`);
 }
@@ -543,12 +474,4 @@ async function* jsonStream(res: Http.IncomingMessage): AsyncGenerator<unknown> {
     }
   }
   if (buffered.trim() !== '') yield JSON.parse(buffered);
-}
-
-/**
- * An endpoint as logs, errors and `/status` may show it: a `user:password@` in it (flanneld takes
- * credentials from flags, but operators paste them into URLs too) becomes `***@`.
- */
-export function redactCredentials(endpoint: string): string {
-  return endpoint.replace(/^([a-zA-Z][a-zA-Z0-9+.-]*:\/\/)[^/?#]*@/, '$1***@');
 }

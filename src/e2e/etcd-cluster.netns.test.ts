@@ -1,0 +1,120 @@
+/**
+ * weft against etcd as operators run it: three members, each in a namespace of its own, TLS with
+ * client certificates required, etcd auth on, the agents' user named by their certificate's
+ * CommonName with a role limited to flannel's prefix, and no JSON gateway. A flanneld v0.20.2
+ * node (../shared/anchors) runs beside the weft nodes where the anchor is present. Then the
+ * member the agents use is partitioned from the others, and later the one they moved to is
+ * frozen (SIGSTOP): leases written through the majority reach the weft nodes, with nothing lost.
+ * Needs root (make test runs it).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Cluster, type ClusterNode } from '../testing/cluster.js';
+import { memberIp } from '../testing/etcd-members.js';
+import { netnsSkipReason, nsExec } from '../testing/netns.js';
+import { makeTestCa } from '../testing/test-ca.js';
+import { waitUntil } from '../testing/wait.js';
+import { assertFullMesh, clusterRoutes } from './cluster-scenarios.js';
+
+const anchor = process.env['FLANNELD_ANCHOR'] ?? fileURLToPath(new URL('../../../../shared/anchors/flanneld-v0.20.2', import.meta.url));
+const haveAnchor = existsSync(anchor);
+const keepaliveS = 2;
+
+/** A host-gw lease of a node that does not exist: its route is what the agents program. */
+const lease = (n: number): [string, string] => [`/coreos.com/network/subnets/198.18.${n}.0-24`, JSON.stringify({ PublicIP: `203.0.113.${n}`, PublicIPv6: null, BackendType: 'host-gw' })];
+const hasRoute = async (node: ClusterNode, n: number): Promise<boolean> => (await clusterRoutes(node)).some((r) => r.startsWith(`198.18.${n}.0/24 via 203.0.113.${n} `));
+
+/** Which member (1-based) the node's agent has its connection to, once it has exactly one. */
+async function memberInUse(node: ClusterNode): Promise<number> {
+  let used: number[] = [];
+  let out = '';
+  await waitUntil(`${node.name} has one etcd connection`, async () => {
+    out = await nsExec(node.ns, 'ss', ['-Htn', 'state', 'established', 'dport', '= :2379']);
+    used = [1, 2, 3].filter((i) => out.includes(`${memberIp(i)}:2379`));
+    return used.length === 1;
+  }).catch((err: unknown) => {
+    throw new Error(`${node.name} should have one etcd connection: ${out}`, { cause: err });
+  });
+  return used[0]!;
+}
+
+/** Milliseconds until `check` holds, or undefined if it does not within `limitMs`. */
+async function timeUntil(check: () => Promise<boolean>, limitMs: number): Promise<number | undefined> {
+  const start = Date.now();
+  return waitUntil('a route', check, limitMs).then(() => Date.now() - start, () => undefined);
+}
+
+test('a secured 3-member etcd without gateway: weft (and flanneld) nodes as a certificate-named user; a partitioned member and a frozen one are left, and no lease event is lost', { skip: netnsSkipReason() ?? false, timeout: 300_000 }, async (t) => {
+  const ca = await makeTestCa({ serverIps: [memberIp(1), memberIp(2), memberIp(3)] });
+  t.after(() => ca[Symbol.asyncDispose]());
+  const cluster = await Cluster.create({
+    nodes: 3,
+    config: '{"Network":"198.18.0.0/16","Backend":{"Type":"host-gw"}}',
+    etcdMembers: { count: 3, ca, args: ['--enable-grpc-gateway=false', '--grpc-keepalive-min-time', '1s'] },
+  });
+  t.after(async () => {
+    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
+    if (process.env['WEFT_TEST_LOG']) process.stderr.write(`--- etcd\n${cluster.etcdLog}\n`);
+    await cluster.destroy();
+  });
+  const [w1, w2, third] = cluster.nodes as [ClusterNode, ClusterNode, ClusterNode];
+  const weftFlags = [`--etcd-keepalive-time=${keepaliveS}`];
+  for (const n of [w1, w2]) cluster.startAgent(n, weftFlags);
+  cluster.startAgent(third, haveAnchor ? [] : weftFlags, haveAnchor ? { WEFT_TEST_AGENT_BIN: anchor } : {});
+  await waitUntil('every node wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet), 60_000);
+  for (const n of cluster.nodes) await cluster.addPod(n);
+  await assertFullMesh(cluster);
+
+  // 1. The member the weft nodes use loses its peers. etcd cancels watches that asked for a
+  //    leader (hasleader) once it has none; weft moves on and lists again from another member.
+  const partitioned = await memberInUse(w1);
+  await cluster.members!.partition(partitioned);
+  const [k1, v1] = lease(201);
+  const majority = [1, 2, 3].filter((i) => i !== partitioned);
+  const writeAt = Date.now();
+  await cluster.etcd('put', k1, v1, majority);
+  const writtenMs = Date.now() - writeAt;
+  const [weftMs, flanneldMs] = await Promise.all([timeUntil(() => hasRoute(w1, 201), 10_000), haveAnchor ? timeUntil(() => hasRoute(third, 201), 10_000) : undefined]);
+  const total = (ms: number | undefined): string => (ms === undefined ? '>10000' : String(writtenMs + ms));
+  t.diagnostic(`partitioned member ${partitioned}: the write took ${writtenMs} ms; from its start the lease reached weft in ${total(weftMs)} ms${haveAnchor ? `, flanneld v0.20.2 in ${total(flanneldMs)} ms` : ''}`);
+  assert.ok(weftMs !== undefined && writtenMs + weftMs <= 10_000, 'the lease reached weft within 10 s while its member was partitioned');
+  assert.notEqual(await memberInUse(w1), partitioned, 'weft left the partitioned member');
+  await cluster.members!.heal(partitioned);
+  // A linearizable read through the healed member alone: it has a leader again.
+  await waitUntil('the healed member rejoined', () => cluster.etcd('get', '/coreos.com/network/config', undefined, [partitioned]).then(() => true, () => false), 30_000);
+
+  // 2. The member weft moved to freezes: its connection stays open and answers nothing. A PING or
+  //    a watch progress request goes unanswered, weft moves on within 1.5 keepalive intervals and
+  //    lists again: the lease added and the one removed meanwhile both arrive.
+  await waitUntil('w2 reached the lease too', () => hasRoute(w2, 201));
+  const frozen = await memberInUse(w1);
+  cluster.members!.pause(frozen);
+  t.after(() => cluster.members?.resume(frozen));
+  const frozenAt = Date.now();
+  const [k2, v2] = lease(202);
+  const others = [1, 2, 3].filter((i) => i !== frozen);
+  await cluster.etcd('put', k2, v2, others);
+  await cluster.etcd('del', k1, undefined, others);
+  const moved = await timeUntil(async () => (await hasRoute(w1, 202)) && !(await hasRoute(w1, 201)), 30_000);
+  t.diagnostic(`frozen member ${frozen}: weft had the new lease and the removal ${moved === undefined ? '>30000' : Date.now() - frozenAt} ms after the freeze (keepalive ${keepaliveS} s)`);
+  assert.ok(moved !== undefined, 'both changes reached weft');
+  const detected = w1.log
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { time: string; msg: string; reason?: string })
+    .filter((l) => l.msg === 'etcd endpoint failed; trying the next one' && /PING|progress request/.test(l.reason ?? ''))
+    .map((l) => Date.parse(l.time))
+    .find((at) => at >= frozenAt);
+  assert.ok(detected !== undefined, 'the dead member was found by an unanswered PING or progress request');
+  // keepalive of silence, half of it unanswered, and a timer's slack.
+  assert.ok(detected - frozenAt <= 1.5 * keepaliveS * 1000 + 700, `found ${detected - frozenAt} ms after the freeze, within 1.5 keepalive intervals`);
+  await waitUntil('w2 has both changes', async () => (await hasRoute(w2, 202)) && !(await hasRoute(w2, 201)), 30_000);
+  cluster.members!.resume(frozen);
+
+  // Every node still holds its lease and every pod still reaches every other.
+  const leases = await cluster.leases();
+  for (const n of cluster.nodes) assert.ok(leases.some((l) => l.value.includes(`"PublicIP":"${n.ip}"`)), `${n.name}'s lease is in etcd`);
+  await assertFullMesh(cluster);
+});
