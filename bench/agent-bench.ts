@@ -8,6 +8,7 @@
  *   bare underlay of each family.
  */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -144,7 +145,29 @@ function profiles(): Array<{ name: string; env: NodeJS.ProcessEnv }> {
 
 function baseline(): Array<{ name: string; env: NodeJS.ProcessEnv }> {
   const bin = process.env['BENCH_BASELINE'];
-  return bin ? [{ name: process.env['BENCH_BASELINE_NAME'] ?? `as shipped, ${bin}`, env: { WEFT_TEST_AGENT_BIN: bin } }] : [];
+  const builds = bin ? [{ name: process.env['BENCH_BASELINE_NAME'] ?? `as shipped, ${bin}`, env: { WEFT_TEST_AGENT_BIN: bin } }] : [];
+  // flannel's own flanneld (../shared/anchors, as the tests find it), side by side in every run.
+  const anchor = process.env['FLANNELD_ANCHOR'] ?? fileURLToPath(new URL('../../../shared/anchors/flanneld-v0.20.2', import.meta.url));
+  return existsSync(anchor) && process.env['BENCH_FLANNELD'] !== '0' ? [...builds, { name: 'flanneld v0.20.2', env: { WEFT_TEST_AGENT_BIN: anchor } }] : builds;
+}
+
+const isFlanneld = (env: NodeJS.ProcessEnv): boolean => /flanneld[^/]*$/.test(env['WEFT_TEST_AGENT_BIN'] ?? '');
+
+/**
+ * When the kernel holds `count` routes on `dev` (ms since the epoch), from `ip monitor` in the
+ * namespace: for an agent whose log does not say when it has programmed its peers (flanneld).
+ */
+function routesReached(ns: string, dev: string, count: number): { at: Promise<number>; stop(): void } {
+  const mon = spawn('ip', ['netns', 'exec', ns, 'ip', '-o', 'monitor', 'route'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const seen = new Set<string>();
+  const at = new Promise<number>((resolve) => {
+    createInterface({ input: mon.stdout! }).on('line', (line) => {
+      if (line.startsWith('Deleted') || !line.includes(`dev ${dev} `)) return;
+      seen.add(line.split(' ')[0]!);
+      if (seen.size === count) resolve(Date.now());
+    });
+  });
+  return { at, stop: () => void mon.kill() };
 }
 
 interface ConvergenceRow {
@@ -160,15 +183,24 @@ async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers:
   const cluster = await benchCluster(registry, peers);
   try {
     const node = cluster.nodes[0]!;
+    const flanneld = isFlanneld(env);
+    const watch = flanneld ? routesReached(node.ns, 'flannel.1', peers) : undefined;
+    if (watch) await new Promise((r) => setTimeout(r, 200)); // the monitor is listening
     const t0 = Date.now();
     // BENCH_AGENT_ARGS: extra agent flags for every run, e.g. the health server (and /metrics).
-    const extraArgs = (process.env['BENCH_AGENT_ARGS'] ?? '').split(' ').filter(Boolean);
+    const extraArgs = flanneld ? [] : (process.env['BENCH_AGENT_ARGS'] ?? '').split(' ').filter(Boolean);
     const agent = cluster.startAgent(node, extraArgs, env);
-    await waitUntil('all peers programmed', () => node.log.includes('"msg":"initial peers programmed"'), 120_000);
-    const done = logTime(node.log, 'initial peers programmed')!;
-    const acquired = logTime(node.log, registry === 'kube' ? 'lease acquired from the node\'s podCIDR' : 'lease acquired')!;
-    const synced = node.log.split('\n').find((l) => l.includes('"msg":"initial peers programmed"'))!;
-    if ((JSON.parse(synced) as { peers: number }).peers !== peers || node.log.includes('"level":"error"')) throw new Error(`agent did not program ${peers} peers:\n${node.log.slice(-2000)}`);
+    let done: number;
+    let acquired = Number.NaN;
+    if (watch) {
+      done = await Promise.race([watch.at, new Promise<number>((_, reject) => setTimeout(() => reject(new Error(`flanneld did not program ${peers} peers:\n${node.log.slice(-2000)}`)), 120_000))]).finally(() => watch.stop());
+    } else {
+      await waitUntil('all peers programmed', () => node.log.includes('"msg":"initial peers programmed"'), 120_000);
+      done = logTime(node.log, 'initial peers programmed')!;
+      acquired = logTime(node.log, registry === 'kube' ? 'lease acquired from the node\'s podCIDR' : 'lease acquired')!;
+      const synced = node.log.split('\n').find((l) => l.includes('"msg":"initial peers programmed"'))!;
+      if ((JSON.parse(synced) as { peers: number }).peers !== peers || node.log.includes('"level":"error"')) throw new Error(`agent did not program ${peers} peers:\n${node.log.slice(-2000)}`);
+    }
     const routes = (await nsExec(node.ns, 'ip', ['route', 'show', 'dev', 'flannel.1'])).trim().split('\n').length;
     if (routes !== peers) throw new Error(`expected ${peers} routes, found ${routes}`);
     if (registry === 'dual') {
@@ -225,7 +257,8 @@ async function convergence(): Promise<void> {
   const builds = 1 + baseline().length;
   for (const registry of registries) {
     // kube mode and dual-stack: the shipped flags only (and the baseline build, if any); the flag comparison is the same in all modes.
-    for (const [i, profile] of (registry === 'etcd' ? profiles() : profiles().slice(0, builds)).entries()) {
+    const chosen = (registry === 'etcd' ? profiles() : profiles().slice(0, builds)).filter((p) => registry !== 'dual' || !isFlanneld(p.env));
+    for (const [i, profile] of chosen.entries()) {
       const rows: ConvergenceRow[] = [];
       const timed = i < builds && registry !== 'dual' ? { add: [], del: [] } : undefined;
       if (timed) latencies.set(builds > 1 ? `${registry} | ${profile.name}` : registry, timed);
@@ -233,12 +266,15 @@ async function convergence(): Promise<void> {
       results.push({ registry, name: profile.name, flags: profile.env['WEFT_NODE_FLAGS'] ?? '', rows });
     }
   }
-  const med = (rows: ConvergenceRow[], f: (r: ConvergenceRow) => number, d = 0): string => fmt(median(rows.map(f)), d);
-  say('### Agent convergence: 1000 peers already in the registry');
+  const med = (rows: ConvergenceRow[], f: (r: ConvergenceRow) => number, d = 0): string => {
+    const m = median(rows.map(f));
+    return Number.isNaN(m) ? '-' : fmt(m, d);
+  };
+  say(`### Agent convergence: ${peers} peers already in the registry`);
   say();
   say(
     `One node namespace, \`weft agent\` started with ${peers} vxlan peers already in its registry: leases in a real etcd (IPv4, or dual-stack: two devices and twice the kernel entries), or Nodes (about 2.8 kB each, as kubelet-registered Nodes are) in the in-test API server over TLS (HTTP/2, a CA, a token file; kubeconfig in JSON). ` +
-      `"programmed" is the agent's own log line after its first full reconcile (1000 ARP + 1000 FDB + 1000 route entries, checked with \`ip route\`). ` +
+      `"programmed" is the agent's own log line after its first full reconcile (${peers} ARP + ${peers} FDB + ${peers} route entries, checked with \`ip route\`); for flanneld, which logs no such line, the moment \`ip monitor route\` in the node's namespace reports the last of its routes. ` +
       `Resident memory (VmRSS; in brackets its anonymous and file-backed parts) 1 s and 10 s after that line, the largest of its samples every 5 s from 10 to ${windowS} s (the agent re-lists the kernel every 60 s), and the peak (VmHWM). Medians of ${runs}.`,
   );
   say();
@@ -252,7 +288,7 @@ async function convergence(): Promise<void> {
   say('### Event latency');
   say();
   say(
-    `With the 1000 peers programmed (agent as shipped): one peer added, then removed, by a process in the node's namespace (etcd: a lease written and deleted; kube: a Node created and deleted by an admin), which times from the registry's answer to the kernel's route notification (netlink, no polling). Medians of ${runs * 5} (runs × 5).`,
+    `With the ${peers} peers programmed (agent as shipped): one peer added, then removed, by a process in the node's namespace (etcd: a lease written and deleted; kube: a Node created and deleted by an admin), which times from the registry's answer to the kernel's route notification (netlink, no polling). Medians of ${runs * 5} (runs × 5).`,
   );
   say();
   say(builds > 1 ? '| registry | agent | peer added → route in kernel (ms) | peer removed → route gone (ms) |' : '| registry | peer added → route in kernel (ms) | peer removed → route gone (ms) |');

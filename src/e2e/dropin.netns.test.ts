@@ -123,9 +123,18 @@ test('two agents per host, one per network (flannel\'s running.md): each keeps i
   };
   await wait('both networks\' masquerade rules are in the shared chain', both);
   const repairs = (): number[] => [n1, second[0]!].map((n) => n.log.split('changed behind our back').length);
-  const settled = repairs();
-  await new Promise((r) => setTimeout(r, 3000)); // three checks of each agent (--iptables-resync=1)
-  assert.deepEqual(repairs(), settled, 'neither rewrites the other\'s rules at its checks');
+  // The start-up race may still cost one repair after both rules are seen (a loaded machine
+  // delays the loser's next check); agents that undid each other would repair at every check.
+  // So: some window of three checks (--iptables-resync=1) without a repair, within five.
+  let quiet = false;
+  const counts: number[][] = [];
+  for (let window = 0; window < 5 && !quiet; window++) {
+    const before = repairs();
+    await new Promise((r) => setTimeout(r, 3000));
+    counts.push(repairs());
+    quiet = JSON.stringify(repairs()) === JSON.stringify(before);
+  }
+  assert.ok(quiet, `neither rewrites the other's rules at its checks (repairs after each window: ${JSON.stringify(counts)})`);
   assert.ok(await both());
   for (const n of c.nodes) await c.addPod(n);
   await assertFullMesh(c);
