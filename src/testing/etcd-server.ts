@@ -48,7 +48,24 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startEtcd(options: { tls?: EtcdServerTls; unixSocket?: boolean; args?: readonly string[] } = {}): Promise<EtcdServer> {
+export interface EtcdServerOptions {
+  readonly tls?: EtcdServerTls;
+  readonly unixSocket?: boolean;
+  readonly args?: readonly string[];
+}
+
+export async function startEtcd(options: EtcdServerOptions = {}): Promise<EtcdServer> {
+  // Ports are found free and then bound by etcd: a test running beside may take one in between.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startEtcdOnce(options);
+    } catch (err) {
+      if (attempt >= 5 || !/address already in use/.test(String((err as Error).message))) throw err;
+    }
+  }
+}
+
+async function startEtcdOnce(options: EtcdServerOptions): Promise<EtcdServer> {
   const dir = await mkdtemp(join(tmpdir(), 'weft-etcd-'));
   const clientPort = await freePort();
   const peerPort = await freePort();
