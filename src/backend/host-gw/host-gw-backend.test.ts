@@ -104,3 +104,36 @@ test('another network\'s agent on the host: its host-gw routes (weft\'s protocol
   await net.setLease(own, ctl.signal); // a full pass
   assert.ok(nl.routeTable.has('198.19.2.0/24'));
 });
+
+test('weft\'s own routes are the gateway routes it wrote on the external interface: one without a gateway, or via another interface, stays though it carries weft\'s protocol', async (t) => {
+  const { nl, net, own, ctl } = await leased(t);
+  await nl.replaceRoute({ dst: parseCidr('198.18.7.0/24'), index: 2 });
+  await nl.replaceRoute({ dst: parseCidr('198.18.8.0/24'), gateway: parseIp('203.0.113.8'), index: 5 });
+  await nl.replaceRoute({ dst: parseCidr('198.18.9.0/24'), gateway: parseIp('203.0.113.9'), index: 2 }); // weft's, for a peer that is gone
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  feed.push([{ type: 'added', lease: peer(3) }]);
+  await waitUntil('peer 3 programmed and the stale route gone', () => nl.routeTable.has('198.18.3.0/24') && !nl.routeTable.has('198.18.9.0/24'));
+  await net.setLease(own, ctl.signal); // a full pass
+  assert.ok(nl.routeTable.has('198.18.7.0/24'), 'a route without a gateway is not a host-gw route');
+  assert.ok(nl.routeTable.has('198.18.8.0/24'), 'a route via another interface is not this backend\'s');
+});
+
+test('a peer is on the segment when its address is in any subnet of the interface; a link-scope address makes no segment', async (t) => {
+  const nl = kernel();
+  nl.addrs.push({ index: 2, ip: parseIp('198.51.100.1'), prefix: 24, scope: 0, permanent: true, deprecated: false, temporary: false });
+  nl.addrs.push({ index: 2, ip: parseIp('2001:db8:ff::1'), prefix: 64, scope: 253, permanent: true, deprecated: false, temporary: false });
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const net = await hostGwBackend.create(config, { netlink: nl, log: recordingLogger(), extIface: ext, planes: familyPlanes(config, ext), keys: memoryKeys() }, ctl.signal);
+  await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, ctl.signal);
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  const second: Lease = { subnet: { ipv4: parseCidr('198.18.3.0/24'), ipv6: parseCidr('2001:db8:1800:3::/64') }, attrs: { publicIp: parseIp('198.51.100.3'), publicIpv6: parseIp('2001:db8:ff::3'), backendType: 'host-gw' } };
+  feed.push([{ type: 'added', lease: second }, { type: 'added', lease: peer(2) }]);
+  await waitUntil('peer 2 in both families', () => nl.routeTable.has('2001:db8:1800:2::/64') && nl.routeTable.has('198.18.2.0/24'));
+  await waitUntil('the second peer over IPv4, on the interface\'s second subnet', () => nl.routeTable.has('198.18.3.0/24'));
+  assert.ok(!nl.routeTable.has('2001:db8:1800:3::/64'), 'not over IPv6: its address is only in a link-scope subnet');
+});

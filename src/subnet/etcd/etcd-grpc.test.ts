@@ -300,7 +300,7 @@ test('an outage is logged once when it begins, with the endpoint and reason, and
   assert.equal(typeof back[0]?.['downMs'], 'number');
 });
 
-test('a watch on a half-open connection ends within one and a half keepalive intervals, and the next call goes to the next endpoint', { timeout: 60_000 }, async (t) => {
+test('a watch on a half-open connection ends within two keepalive intervals, and the next call goes to the next endpoint', { timeout: 60_000 }, async (t) => {
   // etcd lets a client PING this often only when told so (its default minimum is 5 s).
   await using etcd = await startEtcd({ args: ['--grpc-keepalive-min-time', '200ms'] });
   await using proxy = await startTcpProxy({ host: '127.0.0.1', port: Number(new URL(etcd.endpoint).port) });
@@ -319,13 +319,13 @@ test('a watch on a half-open connection ends within one and a half keepalive int
   // Idle for several intervals while the connection is sound: PINGs are answered, the watch stays.
   await delay(3 * keepaliveMs);
   assert.deepEqual(events, ['/half/a']);
-  assert.ok(Date.now() - client.lastAlive() < 1.5 * keepaliveMs, 'answered progress requests keep the watch alive');
+  assert.ok(Date.now() - client.lastAlive() < 2 * keepaliveMs, 'answered progress requests keep the watch alive');
   proxy.freeze();
   const frozenAt = Date.now();
   await assert.rejects(watching, (err) => isWeftError(err, 'WEFT_ERR_UNAVAILABLE'));
   const detectedMs = Date.now() - frozenAt;
-  // keepaliveMs of silence, then half of it unanswered (and a timer's slack).
-  assert.ok(detectedMs <= 1.5 * keepaliveMs + 400, `detected after ${detectedMs} ms`);
+  // The issue's bound: keepaliveMs of silence, then half of it unanswered, leaves half an interval for a loaded machine.
+  assert.ok(detectedMs <= 2 * keepaliveMs, `detected after ${detectedMs} ms`);
   assert.ok(log.lines.some((l) => l.msg === 'etcd endpoint failed; trying the next one' && /PING|progress request/.test(String(l['reason']))));
   // The frozen endpoint is left: the next call goes to the sound one at once, within its deadline.
   assert.equal((await client.range('/half/a', { signal: AbortSignal.timeout(2000) })).kvs[0]?.value, '1');

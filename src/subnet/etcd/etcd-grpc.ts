@@ -63,7 +63,6 @@ export class EtcdGrpc implements EtcdClient {
   readonly #endpoints: readonly EtcdEndpoint[];
   readonly #tls: EtcdTls | undefined;
   readonly #timeoutMs: number;
-  readonly #keepaliveMs: number;
   readonly #keepaliveTimeoutMs: number;
   readonly #progressMs: number;
   readonly #log: Logger;
@@ -95,14 +94,14 @@ export class EtcdGrpc implements EtcdClient {
     this.#timeoutMs = options.requestTimeoutMs ?? 10_000;
     this.#log = options.log ?? silentLogger;
     this.#credentials = options.username ? { name: options.username, password: options.password ?? '' } : undefined;
-    this.#keepaliveMs = options.keepaliveMs ?? 10_000;
-    this.#keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? Math.ceil(this.#keepaliveMs / 2);
-    this.#progressMs = Math.min(this.#keepaliveMs, options.watchProgressMs ?? this.#keepaliveMs);
+    const keepaliveMs = options.keepaliveMs ?? 10_000;
+    this.#keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? Math.ceil(keepaliveMs / 2);
+    this.#progressMs = Math.min(keepaliveMs, options.watchProgressMs ?? keepaliveMs);
     this.#connections = new GrpcConnections({
       endpoints: this.#endpoints,
       tls: options.tls,
       callTimeoutMs: this.#timeoutMs,
-      keepaliveMs: this.#keepaliveMs,
+      keepaliveMs,
       keepaliveTimeoutMs: this.#keepaliveTimeoutMs,
       maxMessageBytes: options.maxMessageBytes ?? 16 * 2 ** 20,
       log: this.#log,
