@@ -527,6 +527,49 @@ test('a failed FDB write takes back the neighbour, and only the kinds before it'
   assert.deepEqual(ops, ['neighbour replace true', 'fdb replace false', 'neighbour delete true']);
 });
 
+test('peers added together are written kind by kind, every peer\'s neighbour before any FDB entry before any route; one peer\'s failure stops only that peer', async (t) => {
+  const clock = new ManualClock();
+  const { nl, events, counts } = start(t, [], { clock });
+  await clock.advance(10);
+  const before = nl.writes.length;
+  // The FDB write of the second of three peers is refused.
+  let fdbCalls = 0;
+  const replaceFdb = nl.replaceFdb.bind(nl);
+  nl.replaceFdb = (entry) => (++fdbCalls === 2 ? Promise.reject(Object.assign(new Error('refused'), { code: 'WEFT_ERR_KERNEL', errno: 'EINVAL' })) : replaceFdb(entry));
+  events.push([2, 3, 4].map((n) => ({ type: 'added' as const, lease: lease(n) })));
+  await clock.advance(1);
+  assert.deepEqual(nl.writes.slice(before), [
+    `replaceNeighbour ${dev} 198.18.2.0`, `replaceNeighbour ${dev} 198.18.3.0`, `replaceNeighbour ${dev} 198.18.4.0`,
+    `replaceFdb ${dev} ${mac(2)}`, `replaceFdb ${dev} ${mac(4)}`,
+    `deleteNeighbour ${dev} 198.18.3.0`,
+    'replaceRoute 198.18.2.0/24', 'replaceRoute 198.18.4.0/24',
+  ]);
+  assert.deepEqual(counts(), { routes: 2, neighbours: 2, fdb: 2 });
+  // The retry after the pause programs the third peer whole.
+  nl.replaceFdb = replaceFdb;
+  await clock.advance(1000);
+  await waitUntil('the refused peer is programmed by the retry', () => counts().routes === 3 && counts().fdb === 3 && counts().neighbours === 3);
+});
+
+test('writes of a pass are in flight together: the kernel sees many before the first is answered', async (t) => {
+  const clock = new ManualClock();
+  const { nl, events, counts } = start(t, [], { clock });
+  await clock.advance(10);
+  let inFlight = 0;
+  let most = 0;
+  const replaceRoute = nl.replaceRoute.bind(nl);
+  nl.replaceRoute = async (r) => {
+    most = Math.max(most, ++inFlight);
+    await new Promise((resolve) => setImmediate(resolve));
+    inFlight--;
+    return replaceRoute(r);
+  };
+  events.push(Array.from({ length: 600 }, (_, i) => ({ type: 'added' as const, lease: { ...lease(2), subnet: { ipv4: parseCidr(`198.18.${(i >> 2) + 2}.${(i & 3) * 64}/26`) } } })));
+  await waitUntil('600 routes', () => counts().routes === 600);
+  // At most 256 at once, so that 5000 peers do not hold 15 000 pending writes.
+  assert.equal(most, 256);
+});
+
 test('events applied under a stopped signal program nothing', async (t) => {
   const { nl, reconciler } = start(t, [lease(2)]);
   await waitUntil('programmed', () => nl.routeTable.size === 1);

@@ -10,6 +10,7 @@ import { parseIp, formatIp } from '../ip/ip.js';
 /** The entry a route, neighbour or FDB notification carries, in the form the test expects. */
 function describe(c: NetlinkChange): string[] {
   if (c.kind === 'unparsed') return [`unparsed ${c.type}`];
+  if (c.kind === 'overflow') return [`overflow ${c.errno}`];
   const sign = c.deleted ? '-' : '+';
   if (c.kind === 'route' && c.entry) return [`route${sign} ${formatCidr(c.entry.dst)} ${c.entry.gateway ? formatIp(c.entry.gateway) : '-'} ${c.entry.type ?? ''} table ${c.entry.table}`];
   if (c.kind === 'neigh' && c.entry) return [`neigh${sign} ${formatIp(c.entry.ip)} ${c.entry.mac ?? '-'}`];
@@ -22,7 +23,7 @@ const out: Record<string, unknown> = {};
 const ctl = new AbortController();
 const changes: string[] = [];
 const watching = (async () => {
-  for await (const batch of nl.subscribe(ctl.signal)) for (const c of batch) changes.push(c.kind === 'unparsed' ? 'unparsed' : `${c.kind}${c.deleted ? '-' : '+'}`, ...describe(c));
+  for await (const batch of nl.subscribe(ctl.signal)) for (const c of batch) changes.push(c.kind === 'unparsed' || c.kind === 'overflow' ? c.kind : `${c.kind}${c.deleted ? '-' : '+'}`, ...describe(c));
 })();
 await new Promise((r) => setTimeout(r, 100));
 
@@ -57,6 +58,28 @@ out['duplicate'] = await refusal(() => nl.createLink('flannel.7', { kind: 'vxlan
 out['wireguard'] = await refusal(() => nl.createLink('flannel-wg', { kind: 'wireguard' }, {}));
 out['badRoute'] = await refusal(() => nl.replaceRoute({ dst: parseCidr('198.18.4.0/24'), gateway: parseIp('198.18.4.1'), index: 999, onlink: true }));
 out['tun'] = (await nl.linkByName('tun0'))?.details;
+
+// Writes made together go out in batches: 2000 routes in one turn, one of them refused (no such
+// device): it fails alone, with its errno, and every other route is in the kernel.
+const many = Array.from({ length: 2000 }, (_, i) => nl.replaceRoute({ dst: parseCidr(`198.19.${i >> 3}.${(i & 7) * 32}/27`), ...(i === 1000 ? { gateway: parseIp('198.18.4.1'), index: 999, onlink: true } : { gateway: parseIp('203.0.113.7'), index: eth.index }) }));
+const settled = await Promise.allSettled(many);
+out['batch'] = {
+  failed: settled.flatMap((r, i) => (r.status === 'rejected' ? [`${i} ${(r.reason as { errno?: unknown }).errno}`] : [])),
+  routes: (await nl.routes(4)).filter((r) => r.dst.prefix === 27).length,
+};
+// Deletions together: one already gone (the refused one) is no error.
+const gone = await Promise.allSettled(Array.from({ length: 2000 }, (_, i) => nl.deleteRoute({ dst: parseCidr(`198.19.${i >> 3}.${(i & 7) * 32}/27`), gateway: parseIp('203.0.113.7'), index: eth.index })));
+out['batchDeleted'] = { failed: gone.filter((r) => r.status === 'rejected').length, routes: (await nl.routes(4)).filter((r) => r.dst.prefix === 27).length };
+// IPv6 through the same codec: an onlink route, a neighbour and an FDB entry to an IPv6 underlay.
+await nl.replaceNeighbour({ index: vx.index, ip: parseIp('2001:db8:1800:2::'), mac: '0e:2a:00:00:00:06' });
+const vx6 = await nl.createLink('flannel-v6.7', { kind: 'vxlan', vxlan: { vni: 7, local: parseIp('2001:db8:113::1'), port: 0, learning: false, gbp: false } }, {});
+await nl.replaceFdb({ index: vx6.index, mac: '0e:2a:00:00:00:06', dst: parseIp('2001:db8:113::6') });
+await nl.replaceRoute({ dst: parseCidr('2001:db8:1800:2::/64'), gateway: parseIp('2001:db8:1800:2::'), index: vx.index, onlink: true });
+out['v6'] = {
+  neighbours: (await nl.neighbours(vx.index, 6)).filter((n) => n.permanent).map((n) => `${formatIp(n.ip)} ${n.mac} ${n.permanent}`),
+  fdb: (await nl.fdb(vx6.index)).filter((f) => f.dst).map((f) => `${f.mac} ${formatIp(f.dst!)} ${f.self} ${f.permanent}`),
+  routes: (await nl.routes(6)).filter((r) => r.index === vx.index && r.gateway).map((r) => `${formatCidr(r.dst)} ${formatIp(r.gateway!)} ${r.onlink ? 'onlink' : ''} ${r.protocol}`),
+};
 await new Promise((r) => setTimeout(r, 100));
 ctl.abort();
 await watching;

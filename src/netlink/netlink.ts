@@ -144,7 +144,9 @@ export type NetlinkChange =
   | { readonly kind: 'neigh'; readonly index: number; readonly deleted: boolean; readonly entry?: NeighbourChange }
   | { readonly kind: 'fdb'; readonly index: number; readonly deleted: boolean; readonly entry?: FdbInfo }
   /** A message of a subscribed kind that could not be read: anything may have changed. */
-  | { readonly kind: 'unparsed'; readonly type: number };
+  | { readonly kind: 'unparsed'; readonly type: number }
+  /** Notifications were lost (the socket's buffer overflowed, ENOBUFS): anything may have changed. */
+  | { readonly kind: 'overflow'; readonly errno: string };
 
 /**
  * All methods act on the network namespace the process runs in. Mutations are idempotent where

@@ -45,6 +45,13 @@ test('links, addresses, routes, neighbours, FDB and change notifications through
   assert.match(out['routeGet'] as string, /^direct \d+$/);
   assert.deepEqual(out['afterDelete'], { neighbours: 0, fdb: 0 });
   assert.equal(out['mtu'], 1400);
+  assert.deepEqual(out['batch'], { failed: ['1000 ENODEV'], routes: 1999 });
+  assert.deepEqual(out['batchDeleted'], { failed: 0, routes: 0 });
+  assert.deepEqual(out['v6'], {
+    neighbours: ['2001:db8:1800:2:: 0e:2a:00:00:00:06 true'],
+    fdb: ['0e:2a:00:00:00:06 2001:db8:113::6 true true'],
+    routes: ['2001:db8:1800:2::/64 2001:db8:1800:2:: onlink 87'],
+  });
   // Notifications carry the entry, so the reconciler can tell its own echo from drift.
   const changes = out['changes'] as string[];
   for (const kind of ['addr+', 'link+', 'neigh+', 'neigh-', 'fdb+', 'fdb-', 'route+', 'route-']) assert.ok(changes.includes(kind), `${kind} in ${changes.join(', ')}`);

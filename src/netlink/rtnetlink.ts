@@ -1,11 +1,14 @@
 /**
- * The Netlink port over the `netlink` package (rtnetlink in the current network namespace).
- * Requests go over one socket; `subscribe` opens a second one joined to the link, address, route
+ * The Netlink port in the current network namespace. Links and addresses, a few requests over a
+ * node's lifetime, go through the `netlink` package. Routes, neighbours and FDB entries, thousands
+ * at a time, go through rt-channel.ts in batches with weft's own codec (rt-codec.ts), and
+ * `subscribe` reads notifications with that codec on a socket joined to the link, address, route
  * and neighbour multicast groups. vxlan link attributes, which the package leaves raw, come from
  * link-info.ts.
  */
 import { writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import type * as RawModule from 'netlink/dist/raw.js';
 import type * as RtSocketModule from 'netlink/dist/rt/rt.js';
 import type * as RtStructs from 'netlink/dist/rt/structs.js';
 import { AsyncQueue } from '../core/async-queue.js';
@@ -14,38 +17,37 @@ import type { Cidr } from '../ip/cidr.js';
 import { type Family, type IpAddr, formatIp } from '../ip/ip.js';
 import { bytesIp, decodeLinkInfo, encodeLinkInfo, ipBytes } from './link-info.js';
 import {
-  type AddressInfo, type FdbInfo, type FdbSpec, KernelError, type LinkInfo, type LinkSpec, type Netlink, type NetlinkChange, type NeighbourChange, type NeighbourInfo,
+  type AddressInfo, type FdbInfo, type FdbSpec, KernelError, type LinkInfo, type LinkSpec, type Netlink, type NetlinkChange, type NeighbourInfo,
   type NeighbourSpec, RTPROT_WEFT, type RouteInfo, type RouteSpec, errnoOf,
 } from './netlink.js';
+import { RtChannel, isGone } from './rt-channel.js';
+import {
+  AF_BRIDGE, NLM_F, RTM, type RawMessage, af, decodeAddrIndex, decodeFdb, decodeLinkChange, decodeNeighbour, decodeRoute, encodeDump, encodeFdb, encodeNeighbour,
+  encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
+} from './rt-codec.js';
 
 /**
  * The package is CommonJS with a native addon; load it only when a Netlink is actually made, and
  * only its rtnetlink part: the package's index also loads its nl80211, genl and WireGuard codecs,
  * 1.5 MB resident that the agent never uses.
  */
-const load = (): { createRtNetlink: typeof RtSocketModule.createRtNetlink; rt: typeof RtStructs } => {
+const load = (): { createRtNetlink: typeof RtSocketModule.createRtNetlink; RawNetlinkSocket: typeof RawModule.RawNetlinkSocket } => {
   const require = createRequire(import.meta.url);
   return {
     createRtNetlink: (require('netlink/dist/rt/rt.js') as typeof RtSocketModule).createRtNetlink,
-    rt: require('netlink/dist/rt/structs.js') as typeof RtStructs,
+    RawNetlinkSocket: (require('netlink/dist/raw.js') as typeof RawModule).RawNetlinkSocket,
   };
 };
 
-const AF_INET = 2;
-const AF_INET6 = 10;
-const AF_BRIDGE = 7;
+const NETLINK_ROUTE = 0;
 const RT_TABLE_MAIN = 254;
 const RTPROT_UNSPEC = 0;
-const RTNH_F_ONLINK = 4;
-const NLM_F_REPLACE = 0x100;
-const NLM_F_CREATE = 0x400;
-const NLM_F_EXCL = 0x200;
-const RTM = { NEWLINK: 16, DELLINK: 17, NEWADDR: 20, DELADDR: 21, NEWROUTE: 24, DELROUTE: 25, NEWNEIGH: 28, DELNEIGH: 29 } as const;
+/** RTNLGRP_LINK, _NEIGH, _IPV4_IFADDR, _IPV4_ROUTE, _IPV6_IFADDR, _IPV6_ROUTE. */
+const MONITOR_GROUPS = [1, 3, 5, 7, 9, 11];
+const MONITOR_BUFFER = 8 * 1024 * 1024;
 
 /** No kernel request may hang the agent: a lost answer becomes an error and a later retry. */
 const timeout = 10_000;
-
-const af = (family: Family): number => (family === 4 ? AF_INET : AF_INET6);
 
 export function formatMac(b: Buffer | undefined): string | undefined {
   return b && b.length === 6 ? [...b].map((x) => x.toString(16).padStart(2, '0')).join(':') : undefined;
@@ -57,11 +59,6 @@ export function macBytes(mac: string): Buffer {
   return Buffer.from(parts.map((p) => parseInt(p, 16)));
 }
 
-function enumNumber(value: unknown, names: Record<string, unknown>): number {
-  if (typeof value === 'number') return value;
-  if (typeof value === 'string' && typeof names[value] === 'number') return names[value];
-  return 0;
-}
 
 /**
  * The package's failure as a KernelError. It reports the errno only inside its message
@@ -95,10 +92,6 @@ async function removal(what: string, op: () => Promise<unknown>): Promise<void> 
   }
 }
 
-/** Errors the kernel reports for an entry that is already gone. */
-function isGone(errno: string): boolean {
-  return errno === 'ESRCH' || errno === 'ENOENT' || errno === 'EADDRNOTAVAIL' || errno === 'ENODEV';
-}
 
 const cidrText = (c: Cidr): string => `${formatIp(c.ip)}/${c.prefix}`;
 
@@ -113,6 +106,8 @@ export class RtNetlink implements Netlink {
    */
   readonly #dumpSock = this.#pkg.createRtNetlink();
   #dumps: Promise<unknown> = Promise.resolve();
+  /** Routes, neighbours and FDB entries: batched writes, dumps and lookups (rt-channel.ts). */
+  readonly #channel = new RtChannel(new this.#pkg.RawNetlinkSocket(NETLINK_ROUTE), { timeoutMs: timeout });
 
   #dump<T>(what: string, op: (sock: RtSocketModule.RtNetlinkSocket) => Promise<T>): Promise<T> {
     const run = (): Promise<T> => request(what, () => op(this.#dumpSock));
@@ -132,7 +127,7 @@ export class RtNetlink implements Netlink {
 
   async createLink(name: string, spec: LinkSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo> {
     const attrs = { ifname: name, linkinfo: encodeLinkInfo(spec), ...(options.mac ? { address: macBytes(options.mac) } : {}), ...(options.mtu ? { mtu: options.mtu } : {}) };
-    await request(`create ${spec.kind} link ${name}`, () => this.#sock.newLink({}, attrs, { flags: NLM_F_CREATE | NLM_F_EXCL, timeout }));
+    await request(`create ${spec.kind} link ${name}`, () => this.#sock.newLink({}, attrs, { flags: NLM_F.CREATE | NLM_F.EXCL, timeout }));
     const link = await this.linkByName(name);
     if (!link) throw new KernelError(`${spec.kind} link ${name} vanished right after creation`, 'ENODEV');
     return link;
@@ -179,7 +174,7 @@ export class RtNetlink implements Netlink {
   async addAddress(index: number, ip: IpAddr, prefix: number): Promise<void> {
     const bytes = ipBytes(ip);
     await request(`add address ${formatIp(ip)}/${prefix} to link ${index}`, () =>
-      this.#sock.newAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout }),
+      this.#sock.newAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { flags: NLM_F.CREATE | NLM_F.REPLACE, timeout }),
     );
   }
 
@@ -191,36 +186,31 @@ export class RtNetlink implements Netlink {
   }
 
   async routes(family: Family): Promise<RouteInfo[]> {
-    const msgs = await this.#dump('list routes', (sock) => sock.getRoutes({ family: af(family) }, undefined, { timeout }));
     const out: RouteInfo[] = [];
-    for (const m of msgs) {
-      const route = this.#route(m, family);
+    for (const m of await this.#channel.dump(encodeDump(RTM.GETROUTE, af(family)), 'list routes')) {
+      const route = m.type === RTM.NEWROUTE ? decodeRoute(m) : undefined;
       if (route && route.table === RT_TABLE_MAIN) out.push(route);
     }
     return out;
   }
 
-  async replaceRoute(route: RouteSpec): Promise<void> {
-    const [data, attrs] = this.#routeRequest(route, RTPROT_WEFT);
-    await request(`replace route ${cidrText(route.dst)}`, () => this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout }));
+  replaceRoute(route: RouteSpec): Promise<void> {
+    return this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.REPLACE, route, RTPROT_WEFT), `replace route ${cidrText(route.dst)}`);
   }
 
-  async addRoute(route: RouteSpec): Promise<void> {
-    const [data, attrs] = this.#routeRequest(route, RTPROT_WEFT);
-    await request(`add route ${cidrText(route.dst)}`, () => this.#sock.newRoute(data, attrs, { flags: NLM_F_CREATE | NLM_F_EXCL, timeout }));
+  addRoute(route: RouteSpec): Promise<void> {
+    return this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.EXCL, route, RTPROT_WEFT), `add route ${cidrText(route.dst)}`);
   }
 
-  async deleteRoute(route: RouteSpec): Promise<void> {
+  deleteRoute(route: RouteSpec): Promise<void> {
     // Protocol 0 matches any: a route flanneld (or weft before proto 87) wrote is deleted too.
-    const [data, attrs] = this.#routeRequest(route, RTPROT_UNSPEC);
-    await removal(`delete route ${cidrText(route.dst)}`, () => this.#sock.delRoute(data, attrs, { timeout }));
+    return this.#channel.write(encodeRoute(RTM.DELROUTE, 0, route, RTPROT_UNSPEC), `delete route ${cidrText(route.dst)}`, true);
   }
 
   async routeGet(ip: IpAddr): Promise<RouteInfo | undefined> {
     try {
-      const msgs = await this.#sock.getRoute({ family: af(ip.family), dstLen: ip.family === 4 ? 32 : 128 }, { dst: ipBytes(ip) }, { timeout });
-      const m = msgs[0];
-      return m ? this.#route(m, ip.family) : undefined;
+      const [m] = await this.#channel.request(encodeRouteGet(ip), `get the route to ${formatIp(ip)}`);
+      return m?.type === RTM.NEWROUTE ? decodeRoute(m) : undefined;
     } catch (err) {
       // No route is an answer ("unreachable"); anything else is a failure to report.
       const failure = kernelFailure(`get the route to ${formatIp(ip)}`, err);
@@ -230,123 +220,75 @@ export class RtNetlink implements Netlink {
   }
 
   async neighbours(index: number, family: Family): Promise<NeighbourInfo[]> {
-    const msgs = await this.#dump('list neighbours', (sock) => sock.getNeighbors({ family: af(family) }, undefined, { timeout }));
     const out: NeighbourInfo[] = [];
-    for (const m of msgs) {
-      const entry = m.data.ifindex === index ? this.#neighbour(m, index) : undefined;
+    for (const m of await this.#channel.dump(encodeDump(RTM.GETNEIGH, af(family)), 'list neighbours')) {
+      if (m.type !== RTM.NEWNEIGH || neighbourHead(m)?.index !== index) continue;
+      const entry = decodeNeighbour(m);
       if (entry?.mac) out.push({ ...entry, mac: entry.mac });
     }
     return out;
   }
 
-  async replaceNeighbour(entry: NeighbourSpec): Promise<void> {
-    await request(`replace neighbour ${formatIp(entry.ip)} on link ${entry.index}`, () =>
-      this.#sock.newNeighbor(
-        { family: af(entry.ip.family), ifindex: entry.index, state: { permanent: true } },
-        { dst: ipBytes(entry.ip), lladdr: macBytes(entry.mac) },
-        { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout },
-      ),
-    );
+  replaceNeighbour(entry: NeighbourSpec): Promise<void> {
+    return this.#channel.write(encodeNeighbour(RTM.NEWNEIGH, NLM_F.CREATE | NLM_F.REPLACE, entry), `replace neighbour ${formatIp(entry.ip)} on link ${entry.index}`);
   }
 
-  async deleteNeighbour(entry: { index: number; ip: IpAddr }): Promise<void> {
-    await removal(`delete neighbour ${formatIp(entry.ip)} on link ${entry.index}`, () =>
-      this.#sock.delNeighbor({ family: af(entry.ip.family), ifindex: entry.index }, { dst: ipBytes(entry.ip) }, { timeout }),
-    );
+  deleteNeighbour(entry: { index: number; ip: IpAddr }): Promise<void> {
+    return this.#channel.write(encodeNeighbour(RTM.DELNEIGH, 0, entry), `delete neighbour ${formatIp(entry.ip)} on link ${entry.index}`, true);
   }
 
   async fdb(index: number): Promise<FdbInfo[]> {
-    const msgs = await this.#dump('list fdb entries', (sock) => sock.getNeighbors({ family: AF_BRIDGE }, undefined, { timeout }));
     const out: FdbInfo[] = [];
-    for (const m of msgs) {
-      const entry = m.data.ifindex === index ? this.#fdbEntry(m, index) : undefined;
+    for (const m of await this.#channel.dump(encodeDump(RTM.GETNEIGH, AF_BRIDGE), 'list fdb entries')) {
+      if (m.type !== RTM.NEWNEIGH || neighbourHead(m)?.index !== index) continue;
+      const entry = decodeFdb(m);
       if (entry) out.push(entry);
     }
     return out;
   }
 
-  async replaceFdb(entry: FdbSpec): Promise<void> {
-    await request(`replace fdb entry ${entry.mac} on link ${entry.index}`, () =>
-      this.#sock.newNeighbor(
-        { family: AF_BRIDGE, ifindex: entry.index, state: { permanent: true }, flags: { self: true } },
-        { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) },
-        { flags: NLM_F_CREATE | NLM_F_REPLACE, timeout },
-      ),
-    );
+  replaceFdb(entry: FdbSpec): Promise<void> {
+    return this.#channel.write(encodeFdb(RTM.NEWNEIGH, NLM_F.CREATE | NLM_F.REPLACE, entry), `replace fdb entry ${entry.mac} on link ${entry.index}`);
   }
 
-  async deleteFdb(entry: FdbSpec): Promise<void> {
-    await removal(`delete fdb entry ${entry.mac} on link ${entry.index}`, () =>
-      this.#sock.delNeighbor({ family: AF_BRIDGE, ifindex: entry.index, flags: { self: true } }, { lladdr: macBytes(entry.mac), dst: ipBytes(entry.dst) }, { timeout }),
-    );
+  deleteFdb(entry: FdbSpec): Promise<void> {
+    return this.#channel.write(encodeFdb(RTM.DELNEIGH, 0, entry), `delete fdb entry ${entry.mac} on link ${entry.index}`, true);
   }
 
   async *subscribe(signal: AbortSignal): AsyncGenerator<NetlinkChange[]> {
-    const mon = this.#pkg.createRtNetlink();
-    for (const group of ['LINK', 'NEIGH', 'IPV4_IFADDR', 'IPV4_ROUTE', 'IPV6_IFADDR', 'IPV6_ROUTE'] as const) mon.addMembership(group);
-    mon.socket.ref(true);
+    const mon = new this.#pkg.RawNetlinkSocket(NETLINK_ROUTE);
+    for (const group of MONITOR_GROUPS) mon.addMembership(group);
+    // Room for the echoes of a whole write pass: one batch of writes makes hundreds of
+    // notifications at once (the kernel caps this at net.core.rmem_max). An overflow is reported.
+    mon.setRecvBufferSize(MONITOR_BUFFER);
     const queue = new AsyncQueue<NetlinkChange[]>();
-    const onMessage = (msgs: Array<{ type: number; data: Buffer }>): void => {
+    const onMessage = (datagram: Buffer): void => {
       const changes: NetlinkChange[] = [];
-      for (const { type, data } of msgs) {
-        const change = this.#change(type, data);
+      for (const m of splitMessages(datagram)) {
+        const change = decodeChange(m);
         if (change) changes.push(change);
       }
       if (changes.length > 0) queue.push(changes);
     };
-    mon.socket.on('message', onMessage);
+    // ENOBUFS: notifications were dropped, so anything may have changed unannounced.
+    const onError = (err: Error): void => queue.push([{ kind: 'overflow', errno: String((err as { code?: unknown }).code ?? 'EIO') }]);
+    mon.on('message', onMessage);
+    mon.on('error', onError);
     try {
       for (;;) yield await queue.next(signal);
     } catch (err) {
       if (!signal.aborted) throw err;
     } finally {
-      mon.socket.off('message', onMessage);
-      mon.socket.close();
-    }
-  }
-
-  #change(type: number, data: Buffer): NetlinkChange | undefined {
-    const rt = this.#pkg.rt;
-    const deleted = type === RTM.DELLINK || type === RTM.DELADDR || type === RTM.DELROUTE || type === RTM.DELNEIGH;
-    try {
-      switch (type) {
-        case RTM.NEWLINK:
-        case RTM.DELLINK: {
-          const m = rt.parseLinkMessage(data);
-          return { kind: 'link', index: m.data.index ?? 0, deleted, ...(m.attrs.ifname ? { name: m.attrs.ifname } : {}) };
-        }
-        case RTM.NEWADDR:
-        case RTM.DELADDR:
-          return { kind: 'addr', index: rt.parseAddressMessage(data).data.index ?? 0, deleted };
-        case RTM.NEWROUTE:
-        case RTM.DELROUTE: {
-          const m = rt.parseRouteMessage(data);
-          const family = m.data.family === AF_INET6 ? 6 : 4;
-          const entry = this.#route(m, family);
-          return { kind: 'route', deleted, ...(entry ? { entry } : {}) };
-        }
-        case RTM.NEWNEIGH:
-        case RTM.DELNEIGH: {
-          const m = rt.parseNeighborMessage(data);
-          const index = m.data.ifindex ?? 0;
-          if (m.data.family === AF_BRIDGE) {
-            const entry = this.#fdbEntry(m, index);
-            return { kind: 'fdb', index, deleted, ...(entry ? { entry } : {}) };
-          }
-          const entry = this.#neighbour(m, index);
-          return { kind: 'neigh', index, deleted, ...(entry ? { entry } : {}) };
-        }
-        default:
-          return undefined;
-      }
-    } catch {
-      return { kind: 'unparsed', type };
+      mon.off('message', onMessage);
+      mon.off('error', onError);
+      mon.close();
     }
   }
 
   close(): void {
     this.#sock.socket.close();
     this.#dumpSock.socket.close();
+    this.#channel.close();
   }
 
   #link(m: RtStructs.LinkMessage): LinkInfo {
@@ -362,61 +304,9 @@ export class RtNetlink implements Netlink {
     };
   }
 
-  /** Without a MAC when the kernel leaves it out (deletions do). */
-  #neighbour(m: RtStructs.NeighborMessage, index: number): NeighbourChange | undefined {
-    const ip = bytesIp(m.attrs.dst ?? Buffer.alloc(0));
-    const mac = formatMac(m.attrs.lladdr);
-    return ip ? { index, ip, ...(mac ? { mac } : {}), permanent: m.data.state?.permanent === true } : undefined;
-  }
 
-  #fdbEntry(m: RtStructs.NeighborMessage, index: number): FdbInfo | undefined {
-    const mac = formatMac(m.attrs.lladdr);
-    if (!mac) return undefined;
-    const dst = m.attrs.dst ? bytesIp(m.attrs.dst) : undefined;
-    return { index, mac, ...(dst ? { dst } : {}), permanent: m.data.state?.permanent === true, self: m.data.flags?.self === true };
-  }
 
-  #route(m: RtStructs.RouteMessage, family: Family): RouteInfo | undefined {
-    const rt = this.#pkg.rt;
-    const dstIp = m.attrs.dst ? bytesIp(m.attrs.dst) : { family, value: 0n };
-    if (!dstIp) return undefined;
-    const dst: Cidr = { ip: dstIp, prefix: m.data.dstLen ?? 0 };
-    const gateway = m.attrs.gateway ? bytesIp(m.attrs.gateway) : undefined;
-    const prefsrc = m.attrs.prefsrc ? bytesIp(m.attrs.prefsrc) : undefined;
-    const type = enumNumber(m.data.type, rt.RouteType as unknown as Record<string, unknown>);
-    const flags = (m.data.flags as { __unknown?: number } | undefined)?.__unknown ?? 0;
-    return {
-      dst,
-      ...(gateway ? { gateway } : {}),
-      ...(m.attrs.oif !== undefined ? { index: m.attrs.oif } : {}),
-      ...(prefsrc ? { prefsrc } : {}),
-      onlink: (flags & RTNH_F_ONLINK) !== 0,
-      type: type === 6 ? 'blackhole' : 'unicast',
-      table: m.attrs.table ?? m.data.table ?? 0,
-      protocol: enumNumber(m.data.protocol, rt.RouteProtocol as unknown as Record<string, unknown>),
-      scope: enumNumber(m.data.scope, rt.RouteScope as unknown as Record<string, unknown>),
-    };
-  }
 
-  #routeRequest(route: RouteSpec, protocol: number): [RtStructs.Route, RtStructs.RouteAttrs] {
-    const family = route.dst.ip.family;
-    const blackhole = route.type === 'blackhole';
-    const data: RtStructs.Route = {
-      family: af(family),
-      dstLen: route.dst.prefix,
-      table: RT_TABLE_MAIN,
-      protocol,
-      scope: route.gateway || blackhole ? 0 : 253,
-      type: blackhole ? 6 : 1,
-      ...(route.onlink ? { flags: { __unknown: RTNH_F_ONLINK } } : {}),
-    };
-    const attrs: RtStructs.RouteAttrs = {
-      dst: ipBytes(route.dst.ip),
-      ...(route.gateway ? { gateway: ipBytes(route.gateway) } : {}),
-      ...(route.index !== undefined ? { oif: route.index } : {}),
-    };
-    return [data, attrs];
-  }
 }
 
 /** Writes a per-device sysctl; false when /proc/sys cannot be written (an unprivileged container). */
@@ -432,5 +322,41 @@ async function deviceSysctl(name: string, family: 'ipv4' | 'ipv6', key: string, 
     if (code === 'ENOENT') return true;
     if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM') return false;
     throw new KernelError(`write ${path}`, code, { cause: err });
+  }
+}
+
+/** A notification as the reconciler reads it; undefined for a message of no interest. */
+function decodeChange(m: RawMessage): NetlinkChange | undefined {
+  const deleted = m.type === RTM.DELLINK || m.type === RTM.DELADDR || m.type === RTM.DELROUTE || m.type === RTM.DELNEIGH;
+  switch (m.type) {
+    case RTM.NEWLINK:
+    case RTM.DELLINK: {
+      const link = decodeLinkChange(m);
+      return link ? { kind: 'link', deleted, ...link } : { kind: 'unparsed', type: m.type };
+    }
+    case RTM.NEWADDR:
+    case RTM.DELADDR: {
+      const index = decodeAddrIndex(m);
+      return index === undefined ? { kind: 'unparsed', type: m.type } : { kind: 'addr', index, deleted };
+    }
+    case RTM.NEWROUTE:
+    case RTM.DELROUTE: {
+      if (m.end - m.start < 12) return { kind: 'unparsed', type: m.type };
+      const entry = decodeRoute(m);
+      return { kind: 'route', deleted, ...(entry ? { entry } : {}) };
+    }
+    case RTM.NEWNEIGH:
+    case RTM.DELNEIGH: {
+      const head = neighbourHead(m);
+      if (!head) return { kind: 'unparsed', type: m.type };
+      if (head.family === AF_BRIDGE) {
+        const entry = decodeFdb(m);
+        return { kind: 'fdb', index: head.index, deleted, ...(entry ? { entry } : {}) };
+      }
+      const entry = decodeNeighbour(m);
+      return { kind: 'neigh', index: head.index, deleted, ...(entry ? { entry } : {}) };
+    }
+    default:
+      return undefined;
   }
 }

@@ -1,0 +1,242 @@
+/**
+ * Kernel writes in batches, and dumps, over one rtnetlink socket of weft's own framing.
+ *
+ * Writes made in one turn of the event loop go out together: many messages per `sendmsg`, each
+ * without NLM_F_ACK but the last. The kernel handles a datagram's messages in order, answers only
+ * the ones it refuses (an error always comes back) and acknowledges the last; once that answer is
+ * in, every message before it without an error has succeeded. So 3000 entries cost 24 system
+ * calls and answers instead of 3000 of each, and a refused entry fails alone: the messages after
+ * it in the batch are still applied. One batch is in flight at a time, of at most 128 messages,
+ * so that what the kernel may have to send back (every message refused) fits the socket's receive
+ * buffer; writes made meanwhile wait for the next batch.
+ *
+ * Dumps and lookups (RTM_GETROUTE for an address) share the socket, one at a time, and are told
+ * apart from the writes' answers by sequence number.
+ */
+import { constants } from 'node:os';
+import { KernelError } from './netlink.js';
+import { NLMSG, NLM_F, type RawMessage, decodeError, splitMessages } from './rt-codec.js';
+
+/** What this needs of a netlink socket (the `netlink` package's RawNetlinkSocket). */
+export interface RawSocket {
+  send(msg: Uint8Array, options: undefined, callback: (error?: Error) => void): void;
+  on(event: 'message', listener: (msg: Buffer) => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  close(): void;
+}
+
+export interface ChannelOptions {
+  /** A batch or dump left unanswered this long fails with ETIMEDOUT. Default 10 s. */
+  readonly timeoutMs?: number;
+  /**
+   * The most messages in one `sendmsg`. Default 128: should every one be refused, the kernel's
+   * answers (each a socket buffer of about 1 KB, whatever its length) still fit a receive buffer
+   * of the kernel's default size (net.core.rmem_default, 208 KiB).
+   */
+  readonly batchMessages?: number;
+}
+
+interface Write {
+  readonly msg: Buffer;
+  readonly what: string;
+  /** A deletion: an entry already gone is what was asked for. */
+  readonly removal: boolean;
+  resolve(): void;
+  reject(err: KernelError): void;
+}
+
+interface Batch {
+  readonly writes: Map<number, Write>;
+  readonly lastSeq: number;
+  readonly timer: NodeJS.Timeout;
+}
+
+/** A request with an answer: a dump (many parts, then NLMSG_DONE) or a lookup (one message). */
+interface Query {
+  readonly seq: number;
+  readonly multi: boolean;
+  readonly what: string;
+  readonly parts: RawMessage[];
+  readonly timer: NodeJS.Timeout;
+  resolve(parts: RawMessage[]): void;
+  reject(err: KernelError): void;
+}
+
+const NLM_F_DUMP = 0x300;
+
+const errnoNames = new Map<number, string>();
+for (const [name, value] of Object.entries(constants.errno)) if (!errnoNames.has(value)) errnoNames.set(value, name);
+// Node lists ENOTSUP first for 95; the kernel, and the Netlink port's contract, say EOPNOTSUPP.
+errnoNames.set(constants.errno.EOPNOTSUPP, 'EOPNOTSUPP');
+
+export const errnoName = (errno: number): string => errnoNames.get(errno) ?? `errno ${errno}`;
+
+/** Errors the kernel reports for an entry that is already gone. */
+export function isGone(errno: string): boolean {
+  return errno === 'ESRCH' || errno === 'ENOENT' || errno === 'EADDRNOTAVAIL' || errno === 'ENODEV';
+}
+
+export class RtChannel {
+  readonly #socket: RawSocket;
+  readonly #timeoutMs: number;
+  readonly #batchMessages: number;
+  #seq = Math.floor(Math.random() * 0x7fff_ffff);
+  #queue: Write[] = [];
+  #flushing = false;
+  #batch: Batch | undefined;
+  #query: Query | undefined;
+  #queries: Promise<unknown> = Promise.resolve();
+  #closed = false;
+
+  constructor(socket: RawSocket, options: ChannelOptions = {}) {
+    this.#socket = socket;
+    this.#timeoutMs = options.timeoutMs ?? 10_000;
+    this.#batchMessages = options.batchMessages ?? 128;
+    socket.on('message', (msg) => this.#receive(msg));
+    // A socket error (ENOBUFS: answers were dropped) leaves the batch and dump in flight unanswerable.
+    socket.on('error', (err) => this.#failAll(String((err as { code?: unknown }).code ?? 'EIO'), err));
+  }
+
+  /** One write; it goes out with the others made in the same turn. Rejects with a KernelError naming `what`. */
+  write(msg: Buffer, what: string, removal = false): Promise<void> {
+    if (this.#closed) return Promise.reject(new KernelError(what, 'EBADF'));
+    return new Promise<void>((resolve, reject) => {
+      this.#queue.push({ msg, what, removal, resolve, reject });
+      if (!this.#flushing && !this.#batch) {
+        this.#flushing = true;
+        queueMicrotask(() => {
+          this.#flushing = false;
+          this.#send();
+        });
+      }
+    });
+  }
+
+  /** A dump request's answer, every part. Queries go one at a time (the kernel serves one dump per socket). */
+  dump(msg: Buffer, what: string): Promise<RawMessage[]> {
+    return this.#enqueue(msg, what, true);
+  }
+
+  /** A request answered by one message (RTM_GETROUTE for an address). */
+  request(msg: Buffer, what: string): Promise<RawMessage[]> {
+    return this.#enqueue(msg, what, false);
+  }
+
+  #enqueue(msg: Buffer, what: string, multi: boolean): Promise<RawMessage[]> {
+    const run = (): Promise<RawMessage[]> => this.#startQuery(msg, what, multi);
+    const result = this.#queries.then(run, run);
+    this.#queries = result.then(() => undefined, () => undefined);
+    return result;
+  }
+
+  close(): void {
+    this.#closed = true;
+    for (const w of this.#queue.splice(0)) w.reject(new KernelError(w.what, 'EBADF'));
+    this.#failAll('EBADF');
+    this.#socket.close();
+  }
+
+  #nextSeq(): number {
+    this.#seq = this.#seq >= 0xffff_fffe ? 1 : this.#seq + 1;
+    return this.#seq;
+  }
+
+  #send(): void {
+    if (this.#batch || this.#queue.length === 0 || this.#closed) return;
+    const writes = new Map<number, Write>();
+    const bufs: Buffer[] = [];
+    let bytes = 0;
+    let lastSeq = 0;
+    let taken = 0;
+    for (const w of this.#queue) {
+      if (taken === this.#batchMessages) break;
+      lastSeq = this.#nextSeq();
+      w.msg.writeUInt32LE(lastSeq, 8);
+      w.msg.writeUInt16LE(w.msg.readUInt16LE(6) & ~NLM_F.ACK, 6);
+      writes.set(lastSeq, w);
+      bufs.push(w.msg);
+      bytes += w.msg.length;
+      taken++;
+    }
+    this.#queue = taken === this.#queue.length ? [] : this.#queue.slice(taken);
+    const last = bufs[bufs.length - 1]!;
+    last.writeUInt16LE(last.readUInt16LE(6) | NLM_F.ACK, 6);
+    const timer = setTimeout(() => this.#endBatch('ETIMEDOUT'), this.#timeoutMs);
+    const batch: Batch = { writes, lastSeq, timer };
+    this.#batch = batch;
+    this.#socket.send(bufs.length === 1 ? last : Buffer.concat(bufs, bytes), undefined, (err) => {
+      if (err && this.#batch === batch) this.#endBatch(String((err as { code?: unknown }).code ?? 'EIO'), err);
+    });
+  }
+
+  /** Settles what is left of the batch in flight (with `errno`, or as applied) and sends the next. */
+  #endBatch(errno?: string, cause?: unknown): void {
+    const batch = this.#batch;
+    if (!batch) return;
+    clearTimeout(batch.timer);
+    this.#batch = undefined;
+    for (const w of batch.writes.values()) {
+      if (errno) w.reject(new KernelError(w.what, errno, { cause }));
+      else w.resolve();
+    }
+    this.#send();
+  }
+
+  #startQuery(msg: Buffer, what: string, multi: boolean): Promise<RawMessage[]> {
+    if (this.#closed) return Promise.reject(new KernelError(what, 'EBADF'));
+    return new Promise<RawMessage[]>((resolve, reject) => {
+      const seq = this.#nextSeq();
+      msg.writeUInt32LE(seq, 8);
+      msg.writeUInt16LE(msg.readUInt16LE(6) | (multi ? NLM_F_DUMP : 0), 6);
+      const timer = setTimeout(() => this.#endQuery(new KernelError(what, 'ETIMEDOUT')), this.#timeoutMs);
+      this.#query = { seq, multi, what, parts: [], timer, resolve, reject };
+      this.#socket.send(msg, undefined, (err) => {
+        if (err && this.#query?.seq === seq) this.#endQuery(new KernelError(what, String((err as { code?: unknown }).code ?? 'EIO'), { cause: err }));
+      });
+    });
+  }
+
+  #endQuery(err?: KernelError): void {
+    const query = this.#query;
+    if (!query) return;
+    clearTimeout(query.timer);
+    this.#query = undefined;
+    if (err) query.reject(err);
+    else query.resolve(query.parts);
+  }
+
+  #receive(datagram: Buffer): void {
+    for (const m of splitMessages(datagram)) {
+      const query = this.#query;
+      if (query && m.seq === query.seq) {
+        if (m.type === NLMSG.DONE) this.#endQuery();
+        else if (m.type === NLMSG.ERROR) {
+          const { errno } = decodeError(m);
+          this.#endQuery(errno === 0 ? undefined : new KernelError(query.what, errnoName(errno)));
+        } else {
+          query.parts.push(m);
+          // A lookup's answer is one message; its acknowledgement may follow, and is then ignored.
+          if (!query.multi) this.#endQuery();
+        }
+        continue;
+      }
+      if (m.type !== NLMSG.ERROR) continue;
+      const batch = this.#batch;
+      const w = batch?.writes.get(m.seq);
+      if (!batch || !w) continue; // the answer to a batch that timed out
+      const { errno } = decodeError(m);
+      if (errno !== 0) {
+        batch.writes.delete(m.seq);
+        const name = errnoName(errno);
+        if (w.removal && isGone(name)) w.resolve();
+        else w.reject(new KernelError(w.what, name));
+      }
+      if (m.seq === batch.lastSeq) this.#endBatch();
+    }
+  }
+
+  #failAll(errno: string, cause?: unknown): void {
+    this.#endBatch(errno, cause);
+    if (this.#query) this.#endQuery(new KernelError(this.#query.what, errno, { cause }));
+  }
+}
