@@ -4,6 +4,8 @@
  *   API server over TLS; IPv4 or dual-stack), agent started, time until all are programmed, and
  *   the agent's resident memory then;
  * - event latency: one peer added, one removed, time until the kernel's routes follow;
+ * - churn (BENCH_PARTS=churn): 5000 peers and 50 changes a second for 60 s, the agent's CPU and
+ *   each change's latency to the kernel, beside flanneld;
  * - pod-to-pod TCP throughput with iperf3 for vxlan and host-gw over IPv4 and IPv6, against the
  *   bare underlay of each family.
  */
@@ -14,9 +16,10 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Cluster, type ClusterNode } from '../src/testing/cluster.js';
 import { netnsSkipReason, nsExec } from '../src/testing/netns.js';
+import { formatCidr } from '../src/ip/cidr.js';
 import { formatIp } from '../src/ip/ip.js';
 import { waitUntil } from '../src/testing/wait.js';
-import { fakePeerNode, peerMac, peerPublicIp, peerSubnet } from '../src/testing/fake-nodes.js';
+import { fakePeerNode, peerLease as leaseValue, peerLeaseKey, peerMac, peerPublicIp, peerSubnetLen, peerSubnetOf } from '../src/testing/fake-nodes.js';
 
 const runs = Number(process.env['BENCH_RUNS'] ?? 5);
 /**
@@ -28,32 +31,22 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 const fmt = (x: number, d = 0): string => x.toFixed(d);
 const say = (line = ''): void => void process.stdout.write(line + '\n');
 
-/** The i-th peer as an etcd lease: the same subnet, public IP and VtepMAC as fakePeerNode(i). */
-function leaseValue(i: number): string {
-  return `{"PublicIP":"${peerPublicIp(i)}","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${peerMac(i)}"}}`;
-}
-
-function leaseKey(i: number): string {
-  return `/coreos.com/network/subnets/${benchSubnet(i).replace('/', '-')}`;
-}
-
-/**
- * BENCH_PEERS (default 1000) peers; past 2000 their subnets are /28s (and the config's SubnetLen
- * 28), so that 5000 fit in the test range 198.18.0.0/15. Dual-stack stays at 1000 at most: its
- * /66s fill 2001:db8:1800::/56 at 1024.
- */
+/** BENCH_PEERS (default 1000) peers. Dual-stack stays at 1000 at most: its /66s fill 2001:db8:1800::/56 at 1024. */
 const peerCount = Number(process.env['BENCH_PEERS'] ?? 1000);
-const subnetLen = peerCount > 2000 ? 28 : 26;
-function benchSubnet(i: number): string {
-  if (subnetLen === 26) return peerSubnet(i);
-  const v = (198 << 24) + (18 << 16) + (i + 1) * 16;
-  return `${v >>> 24}.${(v >> 16) & 255}.${(v >> 8) & 255}.${v & 255}/28`;
+
+/** A registry of `peers` peers: their subnets (/28s past 2000, fake-nodes.ts), lease keys, Nodes, and the config that fits them. */
+function sized(peers: number): { subnet(i: number): string; key(i: number): string; node(i: number): ReturnType<typeof fakePeerNode>; config: string } {
+  const len = peerSubnetLen(peers);
+  return {
+    subnet: (i) => peerSubnetOf(i, len),
+    key: (i) => peerLeaseKey(i, len),
+    node: (i) => fakePeerNode(i, { subnet: peerSubnetOf(i, len) }),
+    config: `{"Network":"198.18.0.0/15","SubnetLen":${len},"Backend":{"Type":"vxlan"}}`,
+  };
 }
-const benchPeer = (i: number): ReturnType<typeof fakePeerNode> => fakePeerNode(i, { subnet: benchSubnet(i) });
 
 /** `dual`: etcd mode with dual-stack leases (two devices, twice the kernel entries). */
 type Registry = 'etcd' | 'kube' | 'dual';
-const config = `{"Network":"198.18.0.0/15","SubnetLen":${subnetLen},"Backend":{"Type":"vxlan"}}`;
 /** /66 IPv6 subnets, so that 1000 peers fit in the test range 2001:db8:1800::/56. */
 const dualConfig = '{"Network":"198.18.0.0/15","SubnetLen":26,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","IPv6SubnetLen":66,"Backend":{"Type":"vxlan"}}';
 
@@ -66,7 +59,7 @@ function peerV6(i: number): { key: string; publicIp: string; mac: string } {
 function dualLease(i: number): [string, string] {
   const v6 = peerV6(i);
   return [
-    `${leaseKey(i)}&${v6.key}`,
+    `${peerLeaseKey(i, 26)}&${v6.key}`,
     `{"PublicIP":"${peerPublicIp(i)}","PublicIPv6":"${v6.publicIp}","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${peerMac(i)}"},"BackendV6Data":{"VNI":1,"VtepMAC":"${v6.mac}"}}`,
   ];
 }
@@ -77,15 +70,16 @@ function dualLease(i: number): [string, string] {
  * parser (loading one costs 1.3 MB, docs/benchmarks.md).
  */
 async function benchCluster(registry: Registry, peers: number): Promise<Cluster> {
+  const set = sized(peers);
   if (registry === 'etcd' || registry === 'dual') {
     const dual = registry === 'dual';
-    const cluster = await Cluster.create({ nodes: 1, config: dual ? dualConfig : config, ...(dual ? { ipv6: true } : {}) });
-    await populate(cluster, Array.from({ length: peers }, (_, i) => (dual ? dualLease(i) : [leaseKey(i), leaseValue(i)])));
+    const cluster = await Cluster.create({ nodes: 1, config: dual ? dualConfig : set.config, ...(dual ? { ipv6: true } : {}) });
+    await cluster.putMany(Array.from({ length: peers }, (_, i) => (dual ? dualLease(i) : [set.key(i), leaseValue(i)])));
     return cluster;
   }
-  const cluster = await Cluster.create({ nodes: 1, config, kube: { podCidr: () => benchSubnet(peers + 999), kubeconfigJson: true } });
+  const cluster = await Cluster.create({ nodes: 1, config: set.config, kube: { podCidr: () => set.subnet(peers + 999), kubeconfigJson: true } });
   try {
-    for (let i = 0; i < peers; i += 250) await cluster.kubeCommand({ op: 'put', nodes: Array.from({ length: Math.min(250, peers - i) }, (_, j) => benchPeer(i + j)) });
+    for (let i = 0; i < peers; i += 250) await cluster.kubeCommand({ op: 'put', nodes: Array.from({ length: Math.min(250, peers - i) }, (_, j) => set.node(i + j)) });
   } catch (err) {
     await cluster.destroy();
     throw err;
@@ -116,17 +110,6 @@ function logTime(log: string, msg: string): number | undefined {
   return undefined;
 }
 
-async function populate(cluster: Cluster, entries: Array<[string, string]>): Promise<void> {
-  // One etcd-admin process per batch would be slow; write them through a short script in the switch namespace.
-  const script = `
-    const { EtcdGrpc } = await import(${JSON.stringify(fileURLToPath(new URL('../src/subnet/etcd/etcd-grpc.js', import.meta.url)))});
-    const gw = new EtcdGrpc({ endpoints: ['http://127.0.0.1:2379'] });
-    let text = ''; for await (const c of process.stdin) text += c;
-    const entries = JSON.parse(text);
-    for (let i = 0; i < entries.length; i += 100) await gw.txn([], entries.slice(i, i + 100).map(([key, value]) => ({ put: { key, value } })), AbortSignal.timeout(10000));
-    gw.close();`;
-  await nsExec(cluster.sw, process.execPath, ['--input-type=module', '-e', script], { input: JSON.stringify(entries) });
-}
 
 /**
  * Node flags to compare with the shipped ones (bin/weft), given in BENCH_PROFILES as
@@ -311,12 +294,13 @@ async function eventLatency(registry: Registry, cluster: Cluster, node: ClusterN
   // Never the agent's own subnet: in etcd mode a write there is an overwrite of its lease, which it undoes.
   const own = (await cluster.subnetEnv(node))?.subnet;
   const ownKey = own ? `/coreos.com/network/subnets/${formatIp(own.ip)}-${own.prefix}` : '';
-  const indexes = Array.from({ length: 6 }, (_, i) => base + 10 + i).filter((i) => leaseKey(i) !== ownKey).slice(0, 5);
+  const set = sized(base);
+  const indexes = Array.from({ length: 6 }, (_, i) => base + 10 + i).filter((i) => set.key(i) !== ownKey).slice(0, 5);
   try {
     await lines.next(); // ready
     for (const i of indexes) {
-      const peer = benchPeer(i);
-      const [name, value] = registry === 'kube' ? [peer.metadata.name, JSON.stringify(peer)] : [leaseKey(i), leaseValue(i)];
+      const peer = set.node(i);
+      const [name, value] = registry === 'kube' ? [peer.metadata.name, JSON.stringify(peer)] : [set.key(i), leaseValue(i)];
       mon.stdin!.write(`${name} ${value}\n`);
       out.add.push(await next());
       mon.stdin!.write(`${name} -\n`);
@@ -326,6 +310,86 @@ async function eventLatency(registry: Registry, cluster: Cluster, node: ClusterN
     mon.stdin!.end();
     await new Promise((resolve) => mon.once('exit', resolve));
   }
+}
+
+interface ChurnRow {
+  /** Percent of one core over the changes. */
+  cpu: number;
+  latencies: { add: number[]; remove: number[]; move: number[] };
+  missed: number;
+}
+
+/** utime + stime of a process, in seconds. */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // fields 14 and 15, in USER_HZ (100 on Linux)
+}
+
+async function churnRun(registry: Registry, env: NodeJS.ProcessEnv, peers: number, rate: number, seconds: number): Promise<ChurnRow> {
+  const cluster = await benchCluster(registry, peers);
+  try {
+    const node = cluster.nodes[0]!;
+    const flanneld = isFlanneld(env);
+    const watch = flanneld ? routesReached(node.ns, 'flannel.1', peers) : undefined;
+    if (watch) await new Promise((r) => setTimeout(r, 200));
+    const agent = cluster.startAgent(node, [], env);
+    if (watch) await Promise.race([watch.at, new Promise<number>((_, reject) => setTimeout(() => reject(new Error(`flanneld did not program ${peers} peers`)), 180_000))]).finally(() => watch.stop());
+    else await waitUntil('all peers programmed', () => node.log.includes('"msg":"initial peers programmed"'), 180_000);
+    // The start-up's garbage collected and its memory handed back before the changes begin.
+    await new Promise((r) => setTimeout(r, 3000));
+    const own = (await cluster.subnetEnv(node))?.subnet;
+    const tls = cluster.api?.adminTls;
+    const conn = registry === 'kube' && cluster.api && tls ? ['kube', cluster.api.url, tls.ca, tls.cert, tls.key] : ['etcd', cluster.endpoint];
+    const script = fileURLToPath(new URL('./churn-driver.js', import.meta.url));
+    const driver = spawn('ip', ['netns', 'exec', node.ns, process.execPath, script, String(rate), String(seconds), String(peers), own ? formatCidr(own) : '-', ...conn], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let cpu0 = 0;
+    let t0 = 0;
+    let cpu = Number.NaN;
+    let result: { latencies: ChurnRow['latencies']; missed: string[] } | undefined;
+    for await (const line of createInterface({ input: driver.stdout! })) {
+      if (line === 'start') [cpu0, t0] = [await cpuSeconds(agent.pid!), performance.now()];
+      else if (line === 'end') cpu = ((await cpuSeconds(agent.pid!)) - cpu0) / ((performance.now() - t0) / 1000) * 100;
+      else result = JSON.parse(line) as typeof result;
+    }
+    if (!result) throw new Error(`the churn driver gave no result:\n${node.log.slice(-2000)}`);
+    return { cpu, latencies: result.latencies, missed: result.missed.length };
+  } finally {
+    await cluster.destroy();
+  }
+}
+
+const percentile = (xs: number[], p: number): number => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+};
+
+async function churn(): Promise<void> {
+  const peers = Number(process.env['BENCH_CHURN_PEERS'] ?? 5000);
+  const rate = Number(process.env['BENCH_CHURN_RATE'] ?? 50);
+  const seconds = Number(process.env['BENCH_CHURN_S'] ?? 60);
+  const registries = (process.env['BENCH_REGISTRIES'] ?? 'etcd,kube').split(',').filter((r) => r !== 'dual') as Registry[];
+  const builds = [{ name: 'as shipped', env: {} }, ...baseline()];
+  const rows: string[] = [];
+  for (const registry of registries) {
+    for (const build of builds) {
+      const r = await churnRun(registry, build.env, peers, rate, seconds);
+      const cell = (xs: number[]): string => `${fmt(percentile(xs, 50), 1)} / ${fmt(percentile(xs, 99), 1)}`;
+      rows.push(`| ${registry} | ${build.name} | ${fmt(r.cpu, 1)} | ${cell(r.latencies.add)} | ${cell(r.latencies.move)} | ${cell(r.latencies.remove)} | ${r.missed} |`);
+    }
+  }
+  say(`### Steady churn: ${peers} peers, ${rate} changes a second for ${seconds} s`);
+  say();
+  say(
+    `One node namespace, the agent started with ${peers} vxlan peers in its registry and left to program them; then a process in the namespace changes the registry ${rate} times a second for ${seconds} s, in turn: a peer added, a peer's public IP changed, a peer added earlier removed ` +
+      '(etcd: lease put / put / delete; kube: Node POST / merge PATCH of the public-ip annotation / DELETE, as an admin). Each change is timed from the registry\'s answer to the kernel\'s notification of its entry (the route, or the FDB entry at the new address). ' +
+      'CPU is the agent\'s user + system time over the changes, in percent of one core. "missed": changes the kernel did not show within 10 s of the last one.',
+  );
+  say();
+  say('| registry | agent | CPU (% of a core) | peer added → route, p50 / p99 (ms) | public IP changed → FDB entry, p50 / p99 (ms) | peer removed → route gone, p50 / p99 (ms) | missed |');
+  say('|---|---|---|---|---|---|---|');
+  for (const row of rows) say(row);
+  say();
 }
 
 async function iperf(from: { ns: string }, to: { ns: string; ip: string }): Promise<number> {
@@ -386,4 +450,5 @@ if (skip) {
   const parts = (process.env['BENCH_PARTS'] ?? 'convergence,throughput').split(',');
   if (parts.includes('convergence')) await convergence();
   if (parts.includes('throughput')) await throughput();
+  if (parts.includes('churn')) await churn();
 }

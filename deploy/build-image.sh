@@ -34,9 +34,9 @@ ln -s flannel "$stage/opt/weft/bin/weft"
 # The agent's JavaScript, without tests, test tools, the demo and the build scripts.
 (cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*') |
   while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
-# weft's addons: sd_notify (READY=1 without systemd), udp_tun (the udp backend's packet path) and
-# resident (drops start-up code from the resident set).
-for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tun.node resident/build/Release/resident.node; do
+# weft's addons: sd_notify (READY=1 without systemd), udp_tun (the udp backend's packet path),
+# resident (drops start-up code from the resident set) and nl_socket (the rtnetlink socket).
+for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tun.node resident/build/Release/resident.node nl-socket/build/Release/nl_socket.node; do
   mkdir -p "$stage/opt/weft/native/$(dirname "$addon")"
   cp "native/$addon" "$stage/opt/weft/native/$addon"
 done

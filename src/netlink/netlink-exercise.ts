@@ -2,6 +2,8 @@
  * Run inside a test namespace by rtnetlink.netns.test.ts: drives the real adapter through every
  * operation and prints what it observed as JSON. Not part of weft's runtime.
  */
+import { constants } from 'node:os';
+import { openNetlinkSocket } from './nl-socket.js';
 import { RtNetlink } from './rtnetlink.js';
 import { formatCidr, parseCidr } from '../ip/cidr.js';
 import type { NetlinkChange } from './netlink.js';
@@ -59,10 +61,20 @@ out['wireguard'] = await refusal(() => nl.createLink('flannel-wg', { kind: 'wire
 out['badRoute'] = await refusal(() => nl.replaceRoute({ dst: parseCidr('198.18.4.0/24'), gateway: parseIp('198.18.4.1'), index: 999, onlink: true }));
 out['tun'] = (await nl.linkByName('tun0'))?.details;
 
+// A listener whose buffer the burst below overruns is told so (ENOBUFS), and the process lives on.
+let overflow = 0;
+let notified = 0;
+const small = openNetlinkSocket({ groups: [7], receiveBuffer: 4096 }, (chunk, errno) => {
+  if (chunk) notified++;
+  if (errno) overflow = errno;
+});
 // Writes made together go out in batches: 2000 routes in one turn, one of them refused (no such
 // device): it fails alone, with its errno, and every other route is in the kernel.
 const many = Array.from({ length: 2000 }, (_, i) => nl.replaceRoute({ dst: parseCidr(`198.19.${i >> 3}.${(i & 7) * 32}/27`), ...(i === 1000 ? { gateway: parseIp('198.18.4.1'), index: 999, onlink: true } : { gateway: parseIp('203.0.113.7'), index: eth.index }) }));
 const settled = await Promise.allSettled(many);
+await new Promise((r) => setTimeout(r, 100));
+small.close();
+out['smallListener'] = { overflow: overflow === constants.errno.ENOBUFS, notified: notified > 0 };
 out['batch'] = {
   failed: settled.flatMap((r, i) => (r.status === 'rejected' ? [`${i} ${(r.reason as { errno?: unknown }).errno}`] : [])),
   routes: (await nl.routes(4)).filter((r) => r.dst.prefix === 27).length,

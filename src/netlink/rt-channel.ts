@@ -15,15 +15,8 @@
  */
 import { constants } from 'node:os';
 import { KernelError } from './netlink.js';
+import type { DataListener, DatagramSocket } from './nl-socket.js';
 import { NLMSG, NLM_F, type RawMessage, decodeError, splitMessages } from './rt-codec.js';
-
-/** What this needs of a netlink socket (the `netlink` package's RawNetlinkSocket). */
-export interface RawSocket {
-  send(msg: Uint8Array, options: undefined, callback: (error?: Error) => void): void;
-  on(event: 'message', listener: (msg: Buffer) => void): unknown;
-  on(event: 'error', listener: (error: Error) => void): unknown;
-  close(): void;
-}
 
 export interface ChannelOptions {
   /** A batch or dump left unanswered this long fails with ETIMEDOUT. Default 10 s. */
@@ -77,7 +70,7 @@ export function isGone(errno: string): boolean {
 }
 
 export class RtChannel {
-  readonly #socket: RawSocket;
+  readonly #socket: DatagramSocket;
   readonly #timeoutMs: number;
   readonly #batchMessages: number;
   #seq = Math.floor(Math.random() * 0x7fff_ffff);
@@ -88,13 +81,15 @@ export class RtChannel {
   #queries: Promise<unknown> = Promise.resolve();
   #closed = false;
 
-  constructor(socket: RawSocket, options: ChannelOptions = {}) {
-    this.#socket = socket;
+  /** `open` makes the socket, given the listener for what it receives (nl-socket.ts, or a test's fake kernel). */
+  constructor(open: (onData: DataListener) => DatagramSocket, options: ChannelOptions = {}) {
     this.#timeoutMs = options.timeoutMs ?? 10_000;
     this.#batchMessages = options.batchMessages ?? 128;
-    socket.on('message', (msg) => this.#receive(msg));
-    // A socket error (ENOBUFS: answers were dropped) leaves the batch and dump in flight unanswerable.
-    socket.on('error', (err) => this.#failAll(String((err as { code?: unknown }).code ?? 'EIO'), err));
+    this.#socket = open((chunk, overflow) => {
+      if (chunk) this.#receive(chunk);
+      // Answers were dropped (ENOBUFS): what is in flight can no longer be answered.
+      if (overflow) this.#failAll(errnoName(overflow));
+    });
   }
 
   /** One write; it goes out with the others made in the same turn. Rejects with a KernelError naming `what`. */
@@ -162,21 +157,20 @@ export class RtChannel {
     const last = bufs[bufs.length - 1]!;
     last.writeUInt16LE(last.readUInt16LE(6) | NLM_F.ACK, 6);
     const timer = setTimeout(() => this.#endBatch('ETIMEDOUT'), this.#timeoutMs);
-    const batch: Batch = { writes, lastSeq, timer };
-    this.#batch = batch;
-    this.#socket.send(bufs.length === 1 ? last : Buffer.concat(bufs, bytes), undefined, (err) => {
-      if (err && this.#batch === batch) this.#endBatch(String((err as { code?: unknown }).code ?? 'EIO'), err);
-    });
+    this.#batch = { writes, lastSeq, timer };
+    // The kernel has handled the batch when this returns; its answers arrive with the next read.
+    const errno = this.#socket.send(bufs.length === 1 ? last : Buffer.concat(bufs, bytes));
+    if (errno) this.#endBatch(errnoName(errno));
   }
 
   /** Settles what is left of the batch in flight (with `errno`, or as applied) and sends the next. */
-  #endBatch(errno?: string, cause?: unknown): void {
+  #endBatch(errno?: string): void {
     const batch = this.#batch;
     if (!batch) return;
     clearTimeout(batch.timer);
     this.#batch = undefined;
     for (const w of batch.writes.values()) {
-      if (errno) w.reject(new KernelError(w.what, errno, { cause }));
+      if (errno) w.reject(new KernelError(w.what, errno));
       else w.resolve();
     }
     this.#send();
@@ -190,9 +184,8 @@ export class RtChannel {
       msg.writeUInt16LE(msg.readUInt16LE(6) | (multi ? NLM_F_DUMP : 0), 6);
       const timer = setTimeout(() => this.#endQuery(new KernelError(what, 'ETIMEDOUT')), this.#timeoutMs);
       this.#query = { seq, multi, what, parts: [], timer, resolve, reject };
-      this.#socket.send(msg, undefined, (err) => {
-        if (err && this.#query?.seq === seq) this.#endQuery(new KernelError(what, String((err as { code?: unknown }).code ?? 'EIO'), { cause: err }));
-      });
+      const errno = this.#socket.send(msg);
+      if (errno) this.#endQuery(new KernelError(what, errnoName(errno)));
     });
   }
 
@@ -235,8 +228,8 @@ export class RtChannel {
     }
   }
 
-  #failAll(errno: string, cause?: unknown): void {
-    this.#endBatch(errno, cause);
-    if (this.#query) this.#endQuery(new KernelError(this.#query.what, errno, { cause }));
+  #failAll(errno: string): void {
+    this.#endBatch(errno);
+    if (this.#query) this.#endQuery(new KernelError(this.#query.what, errno));
   }
 }

@@ -46,6 +46,7 @@ test('links, addresses, routes, neighbours, FDB and change notifications through
   assert.deepEqual(out['afterDelete'], { neighbours: 0, fdb: 0 });
   assert.equal(out['mtu'], 1400);
   assert.deepEqual(out['batch'], { failed: ['1000 ENODEV'], routes: 1999 });
+  assert.deepEqual(out['smallListener'], { overflow: true, notified: true });
   assert.deepEqual(out['batchDeleted'], { failed: 0, routes: 0 });
   assert.deepEqual(out['v6'], {
     neighbours: ['2001:db8:1800:2:: 0e:2a:00:00:00:06 true'],

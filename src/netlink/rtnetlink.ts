@@ -8,7 +8,6 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import type * as RawModule from 'netlink/dist/raw.js';
 import type * as RtSocketModule from 'netlink/dist/rt/rt.js';
 import type * as RtStructs from 'netlink/dist/rt/structs.js';
 import { AsyncQueue } from '../core/async-queue.js';
@@ -20,7 +19,8 @@ import {
   type AddressInfo, type FdbInfo, type FdbSpec, KernelError, type LinkInfo, type LinkSpec, type Netlink, type NetlinkChange, type NeighbourInfo,
   type NeighbourSpec, RTPROT_WEFT, type RouteInfo, type RouteSpec, errnoOf,
 } from './netlink.js';
-import { RtChannel, isGone } from './rt-channel.js';
+import { openNetlinkSocket } from './nl-socket.js';
+import { RtChannel, errnoName, isGone } from './rt-channel.js';
 import {
   AF_BRIDGE, NLM_F, RTM, type RawMessage, af, decodeAddrIndex, decodeFdb, decodeLinkChange, decodeNeighbour, decodeRoute, encodeDump, encodeFdb, encodeNeighbour,
   encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
@@ -31,20 +31,21 @@ import {
  * only its rtnetlink part: the package's index also loads its nl80211, genl and WireGuard codecs,
  * 1.5 MB resident that the agent never uses.
  */
-const load = (): { createRtNetlink: typeof RtSocketModule.createRtNetlink; RawNetlinkSocket: typeof RawModule.RawNetlinkSocket } => {
+const load = (): { createRtNetlink: typeof RtSocketModule.createRtNetlink } => {
   const require = createRequire(import.meta.url);
-  return {
-    createRtNetlink: (require('netlink/dist/rt/rt.js') as typeof RtSocketModule).createRtNetlink,
-    RawNetlinkSocket: (require('netlink/dist/raw.js') as typeof RawModule).RawNetlinkSocket,
-  };
+  return { createRtNetlink: (require('netlink/dist/rt/rt.js') as typeof RtSocketModule).createRtNetlink };
 };
 
-const NETLINK_ROUTE = 0;
 const RT_TABLE_MAIN = 254;
 const RTPROT_UNSPEC = 0;
 /** RTNLGRP_LINK, _NEIGH, _IPV4_IFADDR, _IPV4_ROUTE, _IPV6_IFADDR, _IPV6_ROUTE. */
 const MONITOR_GROUPS = [1, 3, 5, 7, 9, 11];
+/**
+ * Socket receive buffers. The monitor's holds the notifications of about 10 000 kernel writes
+ * made at once; the channel's, the answers to one batch and a dump's parts.
+ */
 const MONITOR_BUFFER = 8 * 1024 * 1024;
+const CHANNEL_BUFFER = 1024 * 1024;
 
 /** No kernel request may hang the agent: a lost answer becomes an error and a later retry. */
 const timeout = 10_000;
@@ -107,7 +108,7 @@ export class RtNetlink implements Netlink {
   readonly #dumpSock = this.#pkg.createRtNetlink();
   #dumps: Promise<unknown> = Promise.resolve();
   /** Routes, neighbours and FDB entries: batched writes, dumps and lookups (rt-channel.ts). */
-  readonly #channel = new RtChannel(new this.#pkg.RawNetlinkSocket(NETLINK_ROUTE), { timeoutMs: timeout });
+  readonly #channel = new RtChannel((onData) => openNetlinkSocket({ receiveBuffer: CHANNEL_BUFFER }, onData), { timeoutMs: timeout });
 
   #dump<T>(what: string, op: (sock: RtSocketModule.RtNetlinkSocket) => Promise<T>): Promise<T> {
     const run = (): Promise<T> => request(what, () => op(this.#dumpSock));
@@ -256,31 +257,25 @@ export class RtNetlink implements Netlink {
   }
 
   async *subscribe(signal: AbortSignal): AsyncGenerator<NetlinkChange[]> {
-    const mon = new this.#pkg.RawNetlinkSocket(NETLINK_ROUTE);
-    for (const group of MONITOR_GROUPS) mon.addMembership(group);
-    // Room for the echoes of a whole write pass: one batch of writes makes hundreds of
-    // notifications at once (the kernel caps this at net.core.rmem_max). An overflow is reported.
-    mon.setRecvBufferSize(MONITOR_BUFFER);
     const queue = new AsyncQueue<NetlinkChange[]>();
-    const onMessage = (datagram: Buffer): void => {
+    // Room for the echoes of a pass's writes, which the kernel sends all at once; an overflow
+    // (ENOBUFS: notifications dropped, so anything may have changed unannounced) is reported.
+    const mon = openNetlinkSocket({ groups: MONITOR_GROUPS, receiveBuffer: MONITOR_BUFFER }, (chunk, overflow) => {
       const changes: NetlinkChange[] = [];
-      for (const m of splitMessages(datagram)) {
-        const change = decodeChange(m);
-        if (change) changes.push(change);
+      if (chunk) {
+        for (const m of splitMessages(chunk)) {
+          const change = decodeChange(m);
+          if (change) changes.push(change);
+        }
       }
+      if (overflow) changes.push({ kind: 'overflow', errno: errnoName(overflow) });
       if (changes.length > 0) queue.push(changes);
-    };
-    // ENOBUFS: notifications were dropped, so anything may have changed unannounced.
-    const onError = (err: Error): void => queue.push([{ kind: 'overflow', errno: String((err as { code?: unknown }).code ?? 'EIO') }]);
-    mon.on('message', onMessage);
-    mon.on('error', onError);
+    });
     try {
       for (;;) yield await queue.next(signal);
     } catch (err) {
       if (!signal.aborted) throw err;
     } finally {
-      mon.off('message', onMessage);
-      mon.off('error', onError);
       mon.close();
     }
   }

@@ -14,6 +14,27 @@ export function peerSubnet(i: number): string {
   return `${v >>> 24}.${(v >> 16) & 255}.${(v >> 8) & 255}.${v & 255}/26`;
 }
 
+/**
+ * Past 2000 peers their subnets are /28s (and the config's SubnetLen 28), so that 5000 and more
+ * fit in the test range 198.18.0.0/15.
+ */
+export const peerSubnetLen = (peers: number): number => (peers > 2000 ? 28 : 26);
+
+/** The i-th subnet of that length after the first: peerSubnet(i) for /26s. */
+export function peerSubnetOf(i: number, subnetLen: number): string {
+  if (subnetLen === 26) return peerSubnet(i);
+  const v = (198 << 24) + (18 << 16) + (i + 1) * 16;
+  return `${v >>> 24}.${(v >> 16) & 255}.${(v >> 8) & 255}.${v & 255}/28`;
+}
+
+/** The i-th peer's etcd lease key. */
+export const peerLeaseKey = (i: number, subnetLen: number): string => `/coreos.com/network/subnets/${peerSubnetOf(i, subnetLen).replace('/', '-')}`;
+
+/** The i-th peer as flanneld writes its etcd lease: the same public IP and VtepMAC as fakePeerNode(i). */
+export function peerLease(i: number, publicIp = peerPublicIp(i)): string {
+  return `{"PublicIP":"${publicIp}","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"${peerMac(i)}"}}`;
+}
+
 export function peerPublicIp(i: number): string {
   return i < 230 ? `203.0.113.${20 + i}` : `198.51.100.${1 + ((i - 230) % 254)}`;
 }

@@ -1,0 +1,39 @@
+/**
+ * weft's rtnetlink socket (native/nl-socket): synchronous sends, and every datagram waiting read
+ * at once and handed over as one buffer; an overflow of its receive buffer (ENOBUFS) is reported,
+ * not fatal. See the addon's header for why it replaced the `netlink` package's socket.
+ */
+import { ErrorCodes, WeftError } from '../core/errors.js';
+import { loadNativeAddon } from '../core/native-addon.js';
+
+interface Addon {
+  open(groups: number[], receiveBuffer: number, onData: (chunk: Buffer | undefined, overflow: number) => void): object;
+  send(handle: object, datagram: Buffer): number;
+  close(handle: object): void;
+}
+
+let addon: Addon | undefined;
+
+/** What the channel and the monitor need of a socket; a test's fake kernel is one too. */
+export interface DatagramSocket {
+  /** Sends one datagram of requests to the kernel, which handles them before this returns: 0, or the errno of a failed send. */
+  send(datagram: Buffer): number;
+  close(): void;
+}
+
+/**
+ * Calls `onData` with the datagrams received since the last call, concatenated (each padded to 4
+ * bytes), and with the errno of an overflow (0 when none).
+ */
+export type DataListener = (chunk: Buffer | undefined, overflow: number) => void;
+
+export function openNetlinkSocket(options: { groups?: readonly number[]; receiveBuffer?: number }, onData: DataListener): DatagramSocket {
+  addon ??= loadNativeAddon<Addon>('nl-socket', 'nl_socket');
+  if (!addon) throw new WeftError(ErrorCodes.INTERNAL, 'the native addon native/nl-socket is not built: run make setup');
+  const native = addon;
+  const handle = native.open([...(options.groups ?? [])], options.receiveBuffer ?? 0, onData);
+  return {
+    send: (datagram) => native.send(handle, datagram),
+    close: () => native.close(handle),
+  };
+}
