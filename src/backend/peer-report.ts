@@ -54,13 +54,11 @@ export function peerStatus(peers: ReadonlyMap<string, KnownPeer>, refused: Reado
   return out.sort((a, b) => a.subnet.localeCompare(b.subnet));
 }
 
-/** Per family: peers programmed in that family, and refusals of that family by reason code. */
-export function peerCounts(families: readonly Family[], peers: ReadonlyMap<string, KnownPeer>, refused: ReadonlyMap<string, RefusedPeer>): Array<{ family: Family; programmed: number; refused: Record<string, number> }> {
+/** Per family: peers programmed in that family (counted by the caller), and refusals of that family by reason code. */
+export function peerCounts(families: readonly Family[], programmed: ReadonlyMap<Family, number>, refused: ReadonlyMap<string, RefusedPeer>): Array<{ family: Family; programmed: number; refused: Record<string, number> }> {
   return families.map((family) => {
-    let programmed = 0;
-    for (const { program } of peers.values()) if (program.families.includes(family)) programmed++;
     const byCode: Record<string, number> = {};
     for (const { families: fs } of refused.values()) for (const f of fs) if (f.family === family) byCode[f.code] = (byCode[f.code] ?? 0) + 1;
-    return { family, programmed, refused: byCode };
+    return { family, programmed: programmed.get(family) ?? 0, refused: byCode };
   });
 }

@@ -82,6 +82,8 @@ export class Reconciler {
   readonly #debounceMs: number;
   readonly #periodMs: number;
   readonly #peers = new Map<string, KnownPeer>();
+  /** Peers programmed per family, kept as they come and go: counting them per event costs O(peers). */
+  readonly #programmed = new Map<Family, number>();
   /** The entries of all programs in #peers, and of #own. */
   readonly #desired: DesiredState;
   /** Per kind (in #kinds' order), the entry wanted under a key. */
@@ -395,7 +397,7 @@ export class Reconciler {
 
   /** Peers programmed, and refused by reason, per family, for the metrics. */
   #publishPeers(): void {
-    for (const counts of peerCounts(this.#scope.families, this.#peers, this.#refused)) publish('peers', counts);
+    for (const counts of peerCounts(this.#scope.families, this.#programmed, this.#refused)) publish('peers', counts);
   }
 
   #setPeer(key: string, lease: Lease, program: PeerProgram): void {
@@ -403,6 +405,7 @@ export class Reconciler {
     this.#peers.set(key, { lease, program, since: this.#clock.now() });
     this.#desired.add(program.entries);
     this.#underlay.add(key, lease, program.families);
+    for (const f of program.families) this.#programmed.set(f, (this.#programmed.get(f) ?? 0) + 1);
   }
 
   #deletePeer(key: string): void {
@@ -411,6 +414,7 @@ export class Reconciler {
     this.#peers.delete(key);
     this.#desired.remove(old.program.entries);
     this.#underlay.remove(key);
+    for (const f of old.program.families) this.#programmed.set(f, (this.#programmed.get(f) ?? 0) - 1);
   }
 
   #program(key: string, lease: Lease): PeerProgram | undefined {

@@ -36,13 +36,13 @@ export class UnderlayIndex {
   readonly #ips = new Map<Family, Span[]>();
   /** The largest subnet indexed per family, less one: how far back a subnet holding an address can start. */
   readonly #widest = new Map<Family, bigint>();
-  /** The keys indexed: a new one (the whole start-up burst) needs no removal scan. */
-  readonly #keys = new Set<string>();
+  /** The leases indexed, by key: a removal finds its spans by their addresses. */
+  readonly #leases = new Map<string, Lease>();
 
   /** Indexes the families of `lease` that are programmed (replacing what `key` had). */
   add(key: string, lease: Lease, families: readonly Family[]): void {
     this.remove(key);
-    this.#keys.add(key);
+    this.#leases.set(key, lease);
     for (const f of families) {
       const subnet = subnetOf(lease.subnet, f);
       if (subnet) {
@@ -55,12 +55,16 @@ export class UnderlayIndex {
     }
   }
 
+  /** A binary search per span, not a scan: with 5000 peers every lease event removes one. */
   remove(key: string): void {
-    if (!this.#keys.delete(key)) return;
-    for (const index of [this.#subnets, this.#ips]) {
-      for (const list of index.values()) {
-        for (let i = list.length - 1; i >= 0; i--) if (list[i]!.key === key) list.splice(i, 1);
-      }
+    const lease = this.#leases.get(key);
+    if (!lease) return;
+    this.#leases.delete(key);
+    for (const f of [4, 6] as const) {
+      const subnet = subnetOf(lease.subnet, f);
+      if (subnet) drop(this.#subnets.get(f), subnet.ip.value, key);
+      const ip = publicIpOf(lease.attrs, f);
+      if (ip?.family === f) drop(this.#ips.get(f), ip.value, key);
     }
   }
 
@@ -106,6 +110,16 @@ function insert(index: Map<Family, Span[]>, family: Family, span: Span): void {
   let list = index.get(family);
   if (!list) index.set(family, (list = []));
   list.splice(upperBound(list, span.first), 0, span);
+}
+
+/** Takes `key`'s span starting at `first` out of the list. */
+function drop(list: Span[] | undefined, first: bigint, key: string): void {
+  if (!list) return;
+  for (let i = upperBound(list, first - 1n); i < list.length && list[i]!.first === first; i++) {
+    if (list[i]!.key !== key) continue;
+    list.splice(i, 1);
+    return;
+  }
 }
 
 /** The first index whose span starts above `value`. */
