@@ -10,7 +10,7 @@
  *   bare underlay of each family.
  */
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -160,6 +160,22 @@ interface ConvergenceRow {
   early: Memory;
   settled: Memory;
   windowMax: number;
+  /** The largest anonymous resident set seen, sampled every 5 ms from start until 1 s after programming (VmHWM counts file pages too). */
+  peakAnon: number;
+}
+
+/** Samples the process's anonymous resident set every 5 ms until stopped; the largest sample. */
+function anonSampler(pid: number): { stop(): number } {
+  let max = 0;
+  const timer = setInterval(() => {
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+      max = Math.max(max, Number(/RssAnon:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
+    } catch {
+      // gone
+    }
+  }, 5);
+  return { stop: () => (clearInterval(timer), max) };
 }
 
 async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers: number, latencies?: { add: number[]; del: number[] }): Promise<ConvergenceRow> {
@@ -173,6 +189,7 @@ async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers:
     // BENCH_AGENT_ARGS: extra agent flags for every run, e.g. the health server (and /metrics).
     const extraArgs = flanneld ? [] : (process.env['BENCH_AGENT_ARGS'] ?? '').split(' ').filter(Boolean);
     const agent = cluster.startAgent(node, extraArgs, env);
+    const anon = anonSampler(agent.pid!);
     let done: number;
     let acquired = Number.NaN;
     if (watch) {
@@ -192,6 +209,7 @@ async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers:
     }
     const sleepUntil = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, done + ms - Date.now())));
     await sleepUntil(1000);
+    const peakAnon = anon.stop();
     const early = await memory(agent.pid!);
     await sleepUntil(10_000);
     const settled = await memory(agent.pid!);
@@ -210,7 +228,7 @@ async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers:
     }
     // A clean stop lets --cpu-prof and friends (WEFT_NODE_FLAGS) write their files.
     if (process.env['BENCH_VERBOSE']) await cluster.stopAgent(node, 'SIGTERM');
-    return { total: done - t0, programming: done - acquired, early, settled: { ...settled, peak }, windowMax };
+    return { total: done - t0, programming: done - acquired, early, settled: { ...settled, peak }, windowMax, peakAnon };
   } finally {
     await cluster.destroy();
   }
@@ -258,14 +276,14 @@ async function convergence(): Promise<void> {
   say(
     `One node namespace, \`weft agent\` started with ${peers} vxlan peers already in its registry: leases in a real etcd (IPv4, or dual-stack: two devices and twice the kernel entries), or Nodes (about 2.8 kB each, as kubelet-registered Nodes are) in the in-test API server over TLS (HTTP/2, a CA, a token file; kubeconfig in JSON). ` +
       `"programmed" is the agent's own log line after its first full reconcile (${peers} ARP + ${peers} FDB + ${peers} route entries, checked with \`ip route\`); for flanneld, which logs no such line, the moment \`ip monitor route\` in the node's namespace reports the last of its routes. ` +
-      `Resident memory (VmRSS; in brackets its anonymous and file-backed parts) 1 s and 10 s after that line, the largest of its samples every 5 s from 10 to ${windowS} s (the agent re-lists the kernel every 60 s), and the peak (VmHWM). Medians of ${runs}.`,
+      `Resident memory (VmRSS; in brackets its anonymous and file-backed parts) 1 s and 10 s after that line, the largest of its samples every 5 s from 10 to ${windowS} s (the agent re-lists the kernel every 60 s), the peak (VmHWM), and the peak of the anonymous part alone (RssAnon sampled every 5 ms until 1 s after programming: the file-backed part is the binary's pages, shared page cache). Medians of ${runs}.`,
   );
   say();
-  say(`| registry | agent | process start → all peers programmed (ms) | lease acquired → all peers programmed (ms) | RSS after 1 s (MB) | RSS after 10 s (MB) [anon + file] | largest RSS, 10-${windowS} s (MB) | peak RSS (MB) |`);
-  say('|---|---|---|---|---|---|---|---|');
+  say(`| registry | agent | process start → all peers programmed (ms) | lease acquired → all peers programmed (ms) | RSS after 1 s (MB) | RSS after 10 s (MB) [anon + file] | largest RSS, 10-${windowS} s (MB) | peak RSS (MB) | peak anonymous (MB) |`);
+  say('|---|---|---|---|---|---|---|---|---|');
   for (const { registry, name, flags, rows } of results) {
     const label = flags ? `${name}: \`WEFT_NODE_FLAGS='${flags}'\`` : name;
-    say(`| ${registry === 'dual' ? 'etcd, dual-stack' : registry} | ${label} | ${med(rows, (r) => r.total)} | ${med(rows, (r) => r.programming)} | ${med(rows, (r) => r.early.rss, 1)} | ${med(rows, (r) => r.settled.rss, 1)} [${med(rows, (r) => r.settled.anon, 1)} + ${med(rows, (r) => r.settled.file, 1)}] | ${med(rows, (r) => r.windowMax, 1)} | ${med(rows, (r) => r.settled.peak, 1)} |`);
+    say(`| ${registry === 'dual' ? 'etcd, dual-stack' : registry} | ${label} | ${med(rows, (r) => r.total)} | ${med(rows, (r) => r.programming)} | ${med(rows, (r) => r.early.rss, 1)} | ${med(rows, (r) => r.settled.rss, 1)} [${med(rows, (r) => r.settled.anon, 1)} + ${med(rows, (r) => r.settled.file, 1)}] | ${med(rows, (r) => r.windowMax, 1)} | ${med(rows, (r) => r.settled.peak, 1)} | ${med(rows, (r) => r.peakAnon, 1)} |`);
   }
   say();
   say('### Event latency');

@@ -340,9 +340,16 @@ test('links: a change to the backend\'s own device or the external interface mak
   await nl.addAddress(dev, parseIp('198.18.1.0'), 32);
   await clock.advance(100);
   assert.equal(passes, 3, 'an address of the device changed');
+  await nl.addAddress(dev, parseIp('fe80::c8e2:6bff:fe1c:5a01'), 64);
+  await nl.addAddress(ext, parseIp('fe80::1'), 64);
+  await clock.advance(100);
+  assert.equal(passes, 3, 'an IPv6 link-local address (a new device gets one) carries no entry');
+  await nl.addAddress(ext, parseIp('2001:db8:113::7'), 64);
+  await clock.advance(100);
+  assert.equal(passes, 4, 'a global IPv6 address of the external interface does');
   nl.kernel.addRoute({ dst: parseCidr('198.18.2.0/24'), gateway: parseIp('198.18.2.0'), index: dev, onlink: true });
   await clock.advance(100);
-  assert.equal(passes, 3, 'the echo of a wanted route is no change');
+  assert.equal(passes, 4, 'the echo of a wanted route is no change');
 });
 
 test('nothing is written before the first batch of leases, whatever the kernel says meanwhile', async (t) => {

@@ -28,7 +28,7 @@ import { publish } from '../core/events.js';
 import { errorMessage } from '../core/errors.js';
 import { memoryFigures, releaseMemory, releaseMemoryAtMostEvery } from '../core/memory.js';
 import type { Logger } from '../core/log.js';
-import { type Family, formatIp } from '../ip/ip.js';
+import { type Family, type IpAddr, formatIp } from '../ip/ip.js';
 import { formatCidr } from '../ip/cidr.js';
 import { type Lease, type LeaseEvent, formatPublicIps, formatSubnetPair } from '../lease/lease.js';
 import { formatSubnetKey } from '../lease/subnet-key.js';
@@ -352,9 +352,12 @@ export class Reconciler {
         }
         return true;
       case 'link':
-      case 'addr':
         // Not every link: pods come and go on veth pairs all the time.
         return this.#scope.links().includes(change.index);
+      case 'addr':
+        // An IPv6 link-local address carries none of the backend's entries; the kernel gives a new
+        // device one, and confirms it a second later, which would make two full passes after start.
+        return this.#scope.links().includes(change.index) && !(change.ip && isIpv6LinkLocal(change.ip));
       default:
         // One lookup function per kind, made once: the initial burst echoes thousands of writes.
         return this.#kinds.some((kind, i) => kind.departs(change, this.#wanted[i]!));
@@ -559,3 +562,6 @@ async function inWindows<T>(items: Iterable<T>, op: (item: T) => Promise<unknown
   }
   await Promise.all(window);
 }
+
+/** fe80::/10. */
+const isIpv6LinkLocal = (ip: IpAddr): boolean => ip.family === 6 && ip.value >> 118n === 0x3fan;

@@ -139,7 +139,7 @@ export interface FdbInfo {
  */
 export type NetlinkChange =
   | { readonly kind: 'link'; readonly index: number; readonly deleted: boolean; readonly name?: string }
-  | { readonly kind: 'addr'; readonly index: number; readonly deleted: boolean }
+  | { readonly kind: 'addr'; readonly index: number; readonly deleted: boolean; readonly ip?: IpAddr }
   | { readonly kind: 'route'; readonly deleted: boolean; readonly entry?: RouteInfo }
   | { readonly kind: 'neigh'; readonly index: number; readonly deleted: boolean; readonly entry?: NeighbourChange }
   | { readonly kind: 'fdb'; readonly index: number; readonly deleted: boolean; readonly entry?: FdbInfo }

@@ -92,8 +92,8 @@ class FakeKernel implements DatagramSocket {
 }
 
 const route = (i: number): Parameters<typeof encodeRoute>[2] => ({ dst: parseCidr(`198.19.${i >> 2}.${(i & 3) * 64}/26`), gateway: parseIp('203.0.113.7'), index: 2 });
-const put = (ch: RtChannel, i: number): Promise<void> => ch.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.REPLACE, route(i), 87), `replace route ${i}`);
-const del = (ch: RtChannel, i: number): Promise<void> => ch.write(encodeRoute(RTM.DELROUTE, 0, route(i), 0), `delete route ${i}`, true);
+const put = (ch: RtChannel, i: number): Promise<void> => ch.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.REPLACE, route(i), 87), () => `replace route ${i}`);
+const del = (ch: RtChannel, i: number): Promise<void> => ch.write(encodeRoute(RTM.DELROUTE, 0, route(i), 0), () => `delete route ${i}`, true);
 
 test('writes made together go out 128 to a system call, one batch at a time, and all land', async () => {
   const kernel = new FakeKernel();

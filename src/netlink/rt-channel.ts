@@ -29,9 +29,12 @@ export interface ChannelOptions {
   readonly batchMessages?: number;
 }
 
+/** What a write does, for its error: a function, so that no text is made for the thousands that succeed. */
+export type Describe = () => string;
+
 interface Write {
   readonly msg: Buffer;
-  readonly what: string;
+  readonly what: Describe;
   /** A deletion: an entry already gone is what was asked for. */
   readonly removal: boolean;
   resolve(): void;
@@ -92,9 +95,9 @@ export class RtChannel {
     });
   }
 
-  /** One write; it goes out with the others made in the same turn. Rejects with a KernelError naming `what`. */
-  write(msg: Buffer, what: string, removal = false): Promise<void> {
-    if (this.#closed) return Promise.reject(new KernelError(what, 'EBADF'));
+  /** One write; it goes out with the others made in the same turn. Rejects with a KernelError naming `what()`. */
+  write(msg: Buffer, what: Describe, removal = false): Promise<void> {
+    if (this.#closed) return Promise.reject(new KernelError(what(), 'EBADF'));
     return new Promise<void>((resolve, reject) => {
       this.#queue.push({ msg, what, removal, resolve, reject });
       if (!this.#flushing && !this.#batch) {
@@ -126,7 +129,7 @@ export class RtChannel {
 
   close(): void {
     this.#closed = true;
-    for (const w of this.#queue.splice(0)) w.reject(new KernelError(w.what, 'EBADF'));
+    for (const w of this.#queue.splice(0)) w.reject(new KernelError(w.what(), 'EBADF'));
     this.#failAll('EBADF');
     this.#socket.close();
   }
@@ -170,7 +173,7 @@ export class RtChannel {
     clearTimeout(batch.timer);
     this.#batch = undefined;
     for (const w of batch.writes.values()) {
-      if (errno) w.reject(new KernelError(w.what, errno));
+      if (errno) w.reject(new KernelError(w.what(), errno));
       else w.resolve();
     }
     this.#send();
@@ -222,7 +225,7 @@ export class RtChannel {
         batch.writes.delete(m.seq);
         const name = errnoName(errno);
         if (w.removal && isGone(name)) w.resolve();
-        else w.reject(new KernelError(w.what, name));
+        else w.reject(new KernelError(w.what(), name));
       }
       if (m.seq === batch.lastSeq) this.#endBatch();
     }

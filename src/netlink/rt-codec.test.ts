@@ -10,12 +10,13 @@ import type * as GenericStructs from 'netlink/dist/structs.js';
 import type * as RtStructs from 'netlink/dist/rt/structs.js';
 import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
-import { ipBytes } from './link-info.js';
-import type { RouteSpec } from './netlink.js';
+import { encodeLinkInfo, ipBytes } from './link-info.js';
+import type { LinkSpec, RouteSpec } from './netlink.js';
 import {
-  AF_BRIDGE, NLMSG_HDRLEN, NLM_F, RTM, decodeAddrIndex, decodeError, decodeFdb, decodeLinkChange, decodeNeighbour, decodeRoute, encodeDump, encodeFdb, encodeNeighbour,
-  encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
+  AF_BRIDGE, NLMSG_HDRLEN, NLM_F, RTM, decodeAddrChange, decodeError, decodeFdb, decodeLinkChange, decodeNeighbour, decodeRoute, encodeDump, encodeFdb, encodeNeighbour,
+  type RawMessage, encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
 } from './rt-codec.js';
+import { RTM_ADDR, RTM_LINK, decodeAddress, decodeLink, encodeAddress, encodeDelLink, encodeNewLink, encodeSetLink } from './rt-links.js';
 
 const require = createRequire(import.meta.url);
 const rt = require('netlink/dist/rt/structs.js') as typeof RtStructs;
@@ -134,8 +135,39 @@ test('link and address notifications give the device index, and the link its nam
   msg.writeUInt32LE(msg.length, 0);
   msg.writeUInt16LE(RTM.NEWLINK, 4);
   assert.deepEqual(decodeLinkChange(splitMessages(msg)[0]!), { index: 12, name: 'flannel.1' });
-  const addr = packageBytes((out) => rt.formatAddressMessage({ kind: 'address', data: { family: 2, prefixlen: 32, index: 12 }, attrs: {} }, out));
-  const amsg = Buffer.concat([Buffer.alloc(NLMSG_HDRLEN), addr]);
-  amsg.writeUInt32LE(amsg.length, 0);
-  assert.equal(decodeAddrIndex(splitMessages(amsg)[0]!), 12);
+  const address = (attrs: RtStructs.AddressAttrs): RawMessage => {
+    const body = packageBytes((out) => rt.formatAddressMessage({ kind: 'address', data: { family: 10, prefixlen: 64, index: 12 }, attrs }, out));
+    const msg = Buffer.concat([Buffer.alloc(NLMSG_HDRLEN), body]);
+    msg.writeUInt32LE(msg.length, 0);
+    return splitMessages(msg)[0]!;
+  };
+  const ip = parseIp('fe80::1');
+  assert.deepEqual(decodeAddrChange(address({ address: ipBytes(ip) })), { index: 12, ip });
+  assert.deepEqual(decodeAddrChange(address({ local: ipBytes(parseIp('2001:db8:113::7')), address: ipBytes(ip) })), { index: 12, ip: parseIp('2001:db8:113::7') }, 'IFA_LOCAL first');
+  assert.deepEqual(decodeAddrChange(address({})), { index: 12 });
+});
+
+test('links and addresses are encoded as the netlink package encodes them, and read back as written', () => {
+  const vxlan: LinkSpec = { kind: 'vxlan', vxlan: { vni: 1, underlay: 2, local: parseIp('203.0.113.1'), port: 8472, learning: false, gbp: false } };
+  const made = encodeNewLink(NLM_F.CREATE | NLM_F.EXCL, 'flannel.1', vxlan, { mac: '0e:2a:00:00:00:07', mtu: 1450 });
+  assertSameBytes(payload(made), packageBytes((out) => rt.formatLinkMessage({ kind: 'link', data: {}, attrs: { ifname: 'flannel.1', linkinfo: encodeLinkInfo(vxlan), address: Buffer.from('0e2a00000007', 'hex'), mtu: 1450 } }, out)));
+  assert.equal(made.readUInt16LE(4), RTM_LINK.NEW);
+  // The kernel lists a link in the same layout: a made link reads back as made, and up.
+  const listed = Buffer.from(made);
+  listed.writeUInt32LE(1, NLMSG_HDRLEN + 8);
+  listed.writeInt32LE(9, NLMSG_HDRLEN + 4);
+  assert.deepEqual(decodeLink(splitMessages(listed)[0]!), { index: 9, name: 'flannel.1', mtu: 1450, up: true, mac: '0e:2a:00:00:00:07', details: vxlan });
+  assertSameBytes(payload(encodeSetLink(9, { up: true, mtu: 1400 })), packageBytes((out) => rt.formatLinkMessage({ kind: 'link', data: { index: 9, change: { up: true }, flags: { up: true } }, attrs: { mtu: 1400 } }, out)));
+  assertSameBytes(payload(encodeSetLink(9, { up: false })), packageBytes((out) => rt.formatLinkMessage({ kind: 'link', data: { index: 9, change: { up: true }, flags: {} }, attrs: {} }, out)));
+  assertSameBytes(payload(encodeDelLink(9)), packageBytes((out) => rt.formatLinkMessage({ kind: 'link', data: { index: 9 }, attrs: {} }, out)));
+
+  const ip = parseIp('198.18.1.0');
+  const addr = encodeAddress(RTM_ADDR.NEW, NLM_F.CREATE | NLM_F.REPLACE, 9, ip, 32);
+  assertSameBytes(payload(addr), packageBytes((out) => rt.formatAddressMessage({ kind: 'address', data: { family: 2, prefixlen: 32, index: 9 }, attrs: { local: ipBytes(ip), address: ipBytes(ip) } }, out)));
+  const v6 = parseIp('2001:db8:1800:1::');
+  const flagged = packageBytes((out) => rt.formatAddressMessage({ kind: 'address', data: { family: 10, prefixlen: 64, index: 9, scope: 0, flags: { permanent: true } }, attrs: { address: ipBytes(v6), flags: { permanent: true, deprecated: true } } }, out));
+  const msg = Buffer.concat([Buffer.alloc(NLMSG_HDRLEN), flagged]);
+  msg.writeUInt32LE(msg.length, 0);
+  assert.deepEqual(decodeAddress(splitMessages(msg)[0]!), { index: 9, ip: v6, prefix: 64, scope: 0, permanent: true, deprecated: true, temporary: false }, 'IFA_FLAGS over the 8-bit field');
+  assert.deepEqual(decodeAddress(splitMessages(addr)[0]!), { index: 9, ip, prefix: 32, scope: 0, permanent: false, deprecated: false, temporary: false });
 });

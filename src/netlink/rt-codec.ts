@@ -33,14 +33,20 @@ export const af = (family: Family): number => (family === 4 ? AF_INET : AF_INET6
 const ipLength = (family: Family): number => (family === 4 ? 4 : 16);
 const attrSpace = (payload: number): number => (4 + payload + 3) & ~3;
 
-/** A message header; `seq` is set by whoever sends it (rt-batch.ts patches it in). */
-function header(out: Buffer, type: number, flags: number): void {
+/**
+ * A zeroed message buffer from Node's shared pool: thousands of messages at start, and a new
+ * ArrayBuffer for each (Buffer.alloc) made a third of that time garbage collection.
+ */
+export const message = (len: number): Buffer => Buffer.allocUnsafe(len).fill(0);
+
+/** A message header; `seq` is set by whoever sends it (rt-channel.ts patches it in). */
+export function header(out: Buffer, type: number, flags: number): void {
   out.writeUInt32LE(out.length, 0);
   out.writeUInt16LE(type, 4);
   out.writeUInt16LE(flags | NLM_F.REQUEST, 6);
 }
 
-function putIp(out: Buffer, at: number, type: number, ip: IpAddr): number {
+export function putIp(out: Buffer, at: number, type: number, ip: IpAddr): number {
   const len = ipLength(ip.family);
   out.writeUInt16LE(4 + len, at);
   out.writeUInt16LE(type, at + 2);
@@ -59,7 +65,7 @@ function putU32(out: Buffer, at: number, type: number, value: number): number {
   return at + 8;
 }
 
-function putMac(out: Buffer, at: number, type: number, mac: string): number {
+export function putMac(out: Buffer, at: number, type: number, mac: string): number {
   out.writeUInt16LE(10, at);
   out.writeUInt16LE(type, at + 2);
   if (!/^[0-9a-fA-F]{2}([:-][0-9a-fA-F]{2}){5}$/.test(mac)) throw new WeftError(ErrorCodes.INTERNAL, `invalid MAC address ${JSON.stringify(mac)}`);
@@ -75,7 +81,7 @@ export function encodeRoute(type: number, flags: number, route: RouteSpec, proto
   const family = route.dst.ip.family;
   const blackhole = route.type === 'blackhole';
   const len = NLMSG_HDRLEN + 12 + attrSpace(ipLength(family)) + (route.gateway ? attrSpace(ipLength(route.gateway.family)) : 0) + (route.index !== undefined ? 8 : 0);
-  const out = Buffer.alloc(len);
+  const out = message(len);
   header(out, type, flags);
   let at = NLMSG_HDRLEN;
   out[at] = af(family);
@@ -93,7 +99,7 @@ export function encodeRoute(type: number, flags: number, route: RouteSpec, proto
 
 /** RTM_NEWNEIGH / RTM_DELNEIGH for a permanent ARP / NDP entry (the MAC only when writing one). */
 export function encodeNeighbour(type: number, flags: number, entry: Pick<NeighbourSpec, 'index' | 'ip'> & { mac?: string }): Buffer {
-  const out = Buffer.alloc(NLMSG_HDRLEN + 12 + attrSpace(ipLength(entry.ip.family)) + (entry.mac ? attrSpace(6) : 0));
+  const out = message(NLMSG_HDRLEN + 12 + attrSpace(ipLength(entry.ip.family)) + (entry.mac ? attrSpace(6) : 0));
   header(out, type, flags);
   const at = ndmsg(out, af(entry.ip.family), entry.index, type === RTM.NEWNEIGH ? NUD_PERMANENT : 0, 0);
   const next = putIp(out, at, NDA.DST, entry.ip);
@@ -103,7 +109,7 @@ export function encodeNeighbour(type: number, flags: number, entry: Pick<Neighbo
 
 /** RTM_NEWNEIGH / RTM_DELNEIGH for a permanent `self` bridge FDB entry with a remote (vxlan). */
 export function encodeFdb(type: number, flags: number, entry: FdbSpec): Buffer {
-  const out = Buffer.alloc(NLMSG_HDRLEN + 12 + attrSpace(6) + attrSpace(ipLength(entry.dst.family)));
+  const out = message(NLMSG_HDRLEN + 12 + attrSpace(6) + attrSpace(ipLength(entry.dst.family)));
   header(out, type, flags);
   const at = ndmsg(out, AF_BRIDGE, entry.index, type === RTM.NEWNEIGH ? NUD_PERMANENT : 0, NTF_SELF);
   putIp(out, putMac(out, at, NDA.LLADDR, entry.mac), NDA.DST, entry.dst);
@@ -121,7 +127,7 @@ function ndmsg(out: Buffer, family: number, index: number, state: number, flags:
 
 /** A dump request (RTM_GETROUTE, RTM_GETNEIGH) for one family; rt-channel.ts adds NLM_F_DUMP. */
 export function encodeDump(type: number, family: number): Buffer {
-  const out = Buffer.alloc(NLMSG_HDRLEN + 12);
+  const out = message(NLMSG_HDRLEN + 12);
   header(out, type, 0);
   out[NLMSG_HDRLEN] = family;
   return out;
@@ -129,7 +135,7 @@ export function encodeDump(type: number, family: number): Buffer {
 
 /** RTM_GETROUTE for one address (`ip route get`): the kernel answers with the route it would use. */
 export function encodeRouteGet(ip: IpAddr): Buffer {
-  const out = Buffer.alloc(NLMSG_HDRLEN + 12 + attrSpace(ipLength(ip.family)));
+  const out = message(NLMSG_HDRLEN + 12 + attrSpace(ipLength(ip.family)));
   header(out, RTM.GETROUTE, 0);
   out[NLMSG_HDRLEN] = af(ip.family);
   out[NLMSG_HDRLEN + 1] = ip.family === 4 ? 32 : 128;
@@ -168,7 +174,7 @@ export function decodeError(m: RawMessage): { errno: number; seq: number } {
 }
 
 /** Attribute payloads by type, for the few types asked for. */
-function attributes(buf: Buffer, start: number, end: number, into: Array<[number, number] | undefined>): void {
+export function attributes(buf: Buffer, start: number, end: number, into: Array<[number, number] | undefined>): void {
   for (let at = start; at + 4 <= end; ) {
     const len = buf.readUInt16LE(at);
     if (len < 4 || at + len > end) break;
@@ -186,7 +192,7 @@ export function readIp(buf: Buffer, range: [number, number] | undefined): IpAddr
   return undefined;
 }
 
-function readMac(buf: Buffer, range: [number, number] | undefined): string | undefined {
+export function readMac(buf: Buffer, range: [number, number] | undefined): string | undefined {
   if (!range || range[1] - range[0] !== 6) return undefined;
   let mac = '';
   for (let i = range[0]; i < range[1]; i++) mac += (i > range[0] ? ':' : '') + (buf[i]! < 16 ? '0' : '') + buf[i]!.toString(16);
@@ -257,6 +263,8 @@ export function decodeFdb(m: RawMessage): FdbInfo | undefined {
 }
 
 const IFLA_IFNAME = 3;
+const IFA_ADDRESS = 1;
+const IFA_LOCAL = 2;
 
 /** A link notification's device index and name (ifinfomsg, IFLA_IFNAME). */
 export function decodeLinkChange(m: RawMessage): { index: number; name?: string } | undefined {
@@ -270,7 +278,11 @@ export function decodeLinkChange(m: RawMessage): { index: number; name?: string 
   return { index, name: m.buf.toString('utf8', name[0], nul >= 0 && nul < name[1] ? nul : name[1]) };
 }
 
-/** An address notification's device index (ifaddrmsg). */
-export function decodeAddrIndex(m: RawMessage): number | undefined {
-  return m.end - m.start < 8 ? undefined : m.buf.readUInt32LE(m.start + 4);
+/** An address notification's device index (ifaddrmsg) and address. */
+export function decodeAddrChange(m: RawMessage): { index: number; ip?: IpAddr } | undefined {
+  if (m.end - m.start < 8) return undefined;
+  const at: Array<[number, number] | undefined> = new Array<[number, number] | undefined>(IFA_LOCAL + 1);
+  attributes(m.buf, m.start + 8, m.end, at);
+  const ip = readIp(m.buf, at[IFA_LOCAL] ?? at[IFA_ADDRESS]);
+  return { index: m.buf.readUInt32LE(m.start + 4), ...(ip ? { ip } : {}) };
 }

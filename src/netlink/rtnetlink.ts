@@ -1,40 +1,26 @@
 /**
- * The Netlink port in the current network namespace. Links and addresses, a few requests over a
- * node's lifetime, go through the `netlink` package. Routes, neighbours and FDB entries, thousands
- * at a time, go through rt-channel.ts in batches with weft's own codec (rt-codec.ts), and
- * `subscribe` reads notifications with that codec on a socket joined to the link, address, route
- * and neighbour multicast groups. vxlan link attributes, which the package leaves raw, come from
- * link-info.ts.
+ * The Netlink port in the current network namespace, over weft's own rtnetlink socket
+ * (nl-socket.ts) and codec (rt-codec.ts for routes, neighbours, FDB entries and notifications,
+ * rt-links.ts for links and addresses, link-info.ts for vxlan's link attributes). Requests go
+ * through rt-channel.ts, in batches; `subscribe` reads notifications on a second socket joined to
+ * the link, address, route and neighbour multicast groups.
  */
 import { writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import type * as RtSocketModule from 'netlink/dist/rt/rt.js';
-import type * as RtStructs from 'netlink/dist/rt/structs.js';
 import { AsyncQueue } from '../core/async-queue.js';
-import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
+import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { Cidr } from '../ip/cidr.js';
 import { type Family, type IpAddr, formatIp } from '../ip/ip.js';
-import { bytesIp, decodeLinkInfo, encodeLinkInfo, ipBytes } from './link-info.js';
 import {
   type AddressInfo, type FdbInfo, type FdbSpec, KernelError, type LinkInfo, type LinkSpec, type Netlink, type NetlinkChange, type NeighbourInfo,
   type NeighbourSpec, RTPROT_WEFT, type RouteInfo, type RouteSpec, errnoOf,
 } from './netlink.js';
 import { openNetlinkSocket } from './nl-socket.js';
-import { RtChannel, errnoName, isGone } from './rt-channel.js';
+import { RtChannel, errnoName } from './rt-channel.js';
 import {
-  AF_BRIDGE, NLM_F, RTM, type RawMessage, af, decodeAddrIndex, decodeFdb, decodeLinkChange, decodeNeighbour, decodeRoute, encodeDump, encodeFdb, encodeNeighbour,
+  AF_BRIDGE, NLM_F, RTM, type RawMessage, af, decodeAddrChange, decodeFdb, decodeLinkChange, decodeNeighbour, decodeRoute, encodeDump, encodeFdb, encodeNeighbour,
   encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
 } from './rt-codec.js';
-
-/**
- * The package is CommonJS with a native addon; load it only when a Netlink is actually made, and
- * only its rtnetlink part: the package's index also loads its nl80211, genl and WireGuard codecs,
- * 1.5 MB resident that the agent never uses.
- */
-const load = (): { createRtNetlink: typeof RtSocketModule.createRtNetlink } => {
-  const require = createRequire(import.meta.url);
-  return { createRtNetlink: (require('netlink/dist/rt/rt.js') as typeof RtSocketModule).createRtNetlink };
-};
+import { RTM_ADDR, RTM_LINK, decodeAddress, decodeLink, encodeAddress, encodeDelLink, encodeLinkDump, encodeNewLink, encodeSetLink } from './rt-links.js';
 
 const RT_TABLE_MAIN = 254;
 const RTPROT_UNSPEC = 0;
@@ -50,76 +36,26 @@ const CHANNEL_BUFFER = 1024 * 1024;
 /** No kernel request may hang the agent: a lost answer becomes an error and a later retry. */
 const timeout = 10_000;
 
-export function formatMac(b: Buffer | undefined): string | undefined {
-  return b && b.length === 6 ? [...b].map((x) => x.toString(16).padStart(2, '0')).join(':') : undefined;
-}
-
-export function macBytes(mac: string): Buffer {
-  const parts = mac.split(/[:-]/);
-  if (parts.length !== 6 || parts.some((p) => !/^[0-9a-fA-F]{2}$/.test(p))) throw new WeftError(ErrorCodes.INTERNAL, `invalid MAC address ${JSON.stringify(mac)}`);
-  return Buffer.from(parts.map((p) => parseInt(p, 16)));
-}
 
 
-/**
- * The package's failure as a KernelError. It reports the errno only inside its message
- * (`Request rejected: ESRCH`) and a lost answer as `Timeout has been reached`, so this one place
- * reads them from there.
- */
-function kernelFailure(what: string, err: unknown): KernelError {
-  if (err instanceof KernelError) return err;
-  const message = errorMessage(err);
-  const errno = errnoOf(err) ?? /Request rejected: ([A-Z0-9]+)/.exec(message)?.[1] ?? (/Timeout/.test(message) ? 'ETIMEDOUT' : 'EIO');
-  // Node names errno 95 ENOTSUP; the kernel, and this port's contract, EOPNOTSUPP.
-  return new KernelError(what, errno === 'ENOTSUP' ? 'EOPNOTSUPP' : errno, { cause: err });
-}
 
-/** Runs one request, its failure a KernelError naming `what`. */
-async function request<T>(what: string, op: () => Promise<T>): Promise<T> {
-  try {
-    return await op();
-  } catch (err) {
-    throw kernelFailure(what, err);
-  }
-}
 
-/** A deletion: an entry that is already gone is what was asked for. */
-async function removal(what: string, op: () => Promise<unknown>): Promise<void> {
-  try {
-    await op();
-  } catch (err) {
-    const failure = kernelFailure(what, err);
-    if (!isGone(failure.errno)) throw failure;
-  }
-}
+
 
 
 const cidrText = (c: Cidr): string => `${formatIp(c.ip)}/${c.prefix}`;
 
 export class RtNetlink implements Netlink {
-  readonly #pkg = load();
-  /** Changes and single-answer requests; many may be in flight. */
-  readonly #sock = this.#pkg.createRtNetlink();
-  /**
-   * Dumps get a socket of their own and go one at a time: the kernel serves one dump per socket
-   * (EBUSY otherwise), and acknowledgements of other requests arriving between the parts of a
-   * dump confuse the package's reassembly ("Multipart message not terminated properly").
-   */
-  readonly #dumpSock = this.#pkg.createRtNetlink();
-  #dumps: Promise<unknown> = Promise.resolve();
-  /** Routes, neighbours and FDB entries: batched writes, dumps and lookups (rt-channel.ts). */
+  /** Every request: batched writes, dumps and lookups (rt-channel.ts). */
   readonly #channel = new RtChannel((onData) => openNetlinkSocket({ receiveBuffer: CHANNEL_BUFFER }, onData), { timeoutMs: timeout });
 
-  #dump<T>(what: string, op: (sock: RtSocketModule.RtNetlinkSocket) => Promise<T>): Promise<T> {
-    const run = (): Promise<T> => request(what, () => op(this.#dumpSock));
-    const result = this.#dumps.then(run, run);
-    // Only the order is kept, not the last dump's messages (1000 routes are a megabyte).
-    this.#dumps = result.then(() => undefined, () => undefined);
-    return result;
-  }
-
   async links(): Promise<LinkInfo[]> {
-    return (await this.#dump('list links', (sock) => sock.getLinks(undefined, undefined, { timeout }))).map((m) => this.#link(m));
+    const out: LinkInfo[] = [];
+    for (const m of await this.#channel.dump(encodeLinkDump(RTM_LINK.GET), 'list links')) {
+      const link = m.type === RTM_LINK.NEW ? decodeLink(m) : undefined;
+      if (link) out.push(link);
+    }
+    return out;
   }
 
   async linkByName(name: string): Promise<LinkInfo | undefined> {
@@ -127,15 +63,14 @@ export class RtNetlink implements Netlink {
   }
 
   async createLink(name: string, spec: LinkSpec, options: { mac?: string; mtu?: number }): Promise<LinkInfo> {
-    const attrs = { ifname: name, linkinfo: encodeLinkInfo(spec), ...(options.mac ? { address: macBytes(options.mac) } : {}), ...(options.mtu ? { mtu: options.mtu } : {}) };
-    await request(`create ${spec.kind} link ${name}`, () => this.#sock.newLink({}, attrs, { flags: NLM_F.CREATE | NLM_F.EXCL, timeout }));
+    await this.#channel.write(encodeNewLink(NLM_F.CREATE | NLM_F.EXCL, name, spec, options), () => `create ${spec.kind} link ${name}`);
     const link = await this.linkByName(name);
     if (!link) throw new KernelError(`${spec.kind} link ${name} vanished right after creation`, 'ENODEV');
     return link;
   }
 
   async deleteLink(index: number): Promise<void> {
-    await removal(`delete link ${index}`, () => this.#sock.delLink({ index }, undefined, { timeout }));
+    await this.#channel.write(encodeDelLink(index), () => `delete link ${index}`, true);
   }
 
   async refuseRouterAdvertisements(name: string): Promise<boolean> {
@@ -147,43 +82,24 @@ export class RtNetlink implements Netlink {
   }
 
   async setLink(index: number, change: { up?: boolean; mtu?: number }): Promise<void> {
-    const data = change.up === undefined ? { index } : { index, change: { up: true as const }, flags: change.up ? { up: true as const } : {} };
-    await request(`set link ${index}`, () => this.#sock.setLink(data, change.mtu === undefined ? {} : { mtu: change.mtu }, { timeout }));
+    await this.#channel.write(encodeSetLink(index, change), () => `set link ${index}`);
   }
 
   async addresses(options: { index?: number; family?: Family } = {}): Promise<AddressInfo[]> {
-    const msgs = await this.#dump('list addresses', (sock) => sock.getAddresses(options.family ? { family: af(options.family) } : {}, undefined, { timeout }));
     const out: AddressInfo[] = [];
-    for (const m of msgs) {
-      const ip = bytesIp(m.attrs.local ?? m.attrs.address ?? Buffer.alloc(0));
-      if (!ip || m.data.index === undefined) continue;
-      if (options.index !== undefined && m.data.index !== options.index) continue;
-      const flags = m.attrs.flags ?? m.data.flags ?? {};
-      out.push({
-        index: m.data.index,
-        ip,
-        prefix: m.data.prefixlen ?? 0,
-        scope: m.data.scope ?? 0,
-        permanent: flags.permanent === true,
-        deprecated: flags.deprecated === true,
-        temporary: (flags as { secondary?: true }).secondary === true,
-      });
+    for (const m of await this.#channel.dump(encodeLinkDump(RTM_ADDR.GET, options.family ? af(options.family) : 0), 'list addresses')) {
+      const a = m.type === RTM_ADDR.NEW ? decodeAddress(m) : undefined;
+      if (a && (options.index === undefined || a.index === options.index)) out.push(a);
     }
     return out;
   }
 
   async addAddress(index: number, ip: IpAddr, prefix: number): Promise<void> {
-    const bytes = ipBytes(ip);
-    await request(`add address ${formatIp(ip)}/${prefix} to link ${index}`, () =>
-      this.#sock.newAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { flags: NLM_F.CREATE | NLM_F.REPLACE, timeout }),
-    );
+    await this.#channel.write(encodeAddress(RTM_ADDR.NEW, NLM_F.CREATE | NLM_F.REPLACE, index, ip, prefix), () => `add address ${formatIp(ip)}/${prefix} to link ${index}`);
   }
 
   async deleteAddress(index: number, ip: IpAddr, prefix: number): Promise<void> {
-    const bytes = ipBytes(ip);
-    await removal(`delete address ${formatIp(ip)}/${prefix} from link ${index}`, () =>
-      this.#sock.delAddress({ family: af(ip.family), prefixlen: prefix, index }, { local: bytes, address: bytes }, { timeout }),
-    );
+    await this.#channel.write(encodeAddress(RTM_ADDR.DEL, 0, index, ip, prefix), () => `delete address ${formatIp(ip)}/${prefix} from link ${index}`, true);
   }
 
   async routes(family: Family): Promise<RouteInfo[]> {
@@ -196,16 +112,16 @@ export class RtNetlink implements Netlink {
   }
 
   replaceRoute(route: RouteSpec): Promise<void> {
-    return this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.REPLACE, route, RTPROT_WEFT), `replace route ${cidrText(route.dst)}`);
+    return this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.REPLACE, route, RTPROT_WEFT), () => `replace route ${cidrText(route.dst)}`);
   }
 
   addRoute(route: RouteSpec): Promise<void> {
-    return this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.EXCL, route, RTPROT_WEFT), `add route ${cidrText(route.dst)}`);
+    return this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.EXCL, route, RTPROT_WEFT), () => `add route ${cidrText(route.dst)}`);
   }
 
   deleteRoute(route: RouteSpec): Promise<void> {
     // Protocol 0 matches any: a route flanneld (or weft before proto 87) wrote is deleted too.
-    return this.#channel.write(encodeRoute(RTM.DELROUTE, 0, route, RTPROT_UNSPEC), `delete route ${cidrText(route.dst)}`, true);
+    return this.#channel.write(encodeRoute(RTM.DELROUTE, 0, route, RTPROT_UNSPEC), () => `delete route ${cidrText(route.dst)}`, true);
   }
 
   async routeGet(ip: IpAddr): Promise<RouteInfo | undefined> {
@@ -214,9 +130,9 @@ export class RtNetlink implements Netlink {
       return m?.type === RTM.NEWROUTE ? decodeRoute(m) : undefined;
     } catch (err) {
       // No route is an answer ("unreachable"); anything else is a failure to report.
-      const failure = kernelFailure(`get the route to ${formatIp(ip)}`, err);
-      if (failure.errno === 'ENETUNREACH' || failure.errno === 'EHOSTUNREACH' || failure.errno === 'ESRCH') return undefined;
-      throw failure;
+      const errno = errnoOf(err);
+      if (errno === 'ENETUNREACH' || errno === 'EHOSTUNREACH' || errno === 'ESRCH') return undefined;
+      throw err;
     }
   }
 
@@ -231,11 +147,11 @@ export class RtNetlink implements Netlink {
   }
 
   replaceNeighbour(entry: NeighbourSpec): Promise<void> {
-    return this.#channel.write(encodeNeighbour(RTM.NEWNEIGH, NLM_F.CREATE | NLM_F.REPLACE, entry), `replace neighbour ${formatIp(entry.ip)} on link ${entry.index}`);
+    return this.#channel.write(encodeNeighbour(RTM.NEWNEIGH, NLM_F.CREATE | NLM_F.REPLACE, entry), () => `replace neighbour ${formatIp(entry.ip)} on link ${entry.index}`);
   }
 
   deleteNeighbour(entry: { index: number; ip: IpAddr }): Promise<void> {
-    return this.#channel.write(encodeNeighbour(RTM.DELNEIGH, 0, entry), `delete neighbour ${formatIp(entry.ip)} on link ${entry.index}`, true);
+    return this.#channel.write(encodeNeighbour(RTM.DELNEIGH, 0, entry), () => `delete neighbour ${formatIp(entry.ip)} on link ${entry.index}`, true);
   }
 
   async fdb(index: number): Promise<FdbInfo[]> {
@@ -249,11 +165,11 @@ export class RtNetlink implements Netlink {
   }
 
   replaceFdb(entry: FdbSpec): Promise<void> {
-    return this.#channel.write(encodeFdb(RTM.NEWNEIGH, NLM_F.CREATE | NLM_F.REPLACE, entry), `replace fdb entry ${entry.mac} on link ${entry.index}`);
+    return this.#channel.write(encodeFdb(RTM.NEWNEIGH, NLM_F.CREATE | NLM_F.REPLACE, entry), () => `replace fdb entry ${entry.mac} on link ${entry.index}`);
   }
 
   deleteFdb(entry: FdbSpec): Promise<void> {
-    return this.#channel.write(encodeFdb(RTM.DELNEIGH, 0, entry), `delete fdb entry ${entry.mac} on link ${entry.index}`, true);
+    return this.#channel.write(encodeFdb(RTM.DELNEIGH, 0, entry), () => `delete fdb entry ${entry.mac} on link ${entry.index}`, true);
   }
 
   async *subscribe(signal: AbortSignal): AsyncGenerator<NetlinkChange[]> {
@@ -281,23 +197,9 @@ export class RtNetlink implements Netlink {
   }
 
   close(): void {
-    this.#sock.socket.close();
-    this.#dumpSock.socket.close();
     this.#channel.close();
   }
 
-  #link(m: RtStructs.LinkMessage): LinkInfo {
-    const details = m.attrs.linkinfo ? decodeLinkInfo(m.attrs.linkinfo) : undefined;
-    const mac = formatMac(m.attrs.address);
-    return {
-      index: m.data.index ?? 0,
-      name: m.attrs.ifname ?? '',
-      mtu: m.attrs.mtu ?? 0,
-      up: m.data.flags?.up === true,
-      ...(mac ? { mac } : {}),
-      ...(details ? { details } : {}),
-    };
-  }
 
 
 
@@ -331,8 +233,8 @@ function decodeChange(m: RawMessage): NetlinkChange | undefined {
     }
     case RTM.NEWADDR:
     case RTM.DELADDR: {
-      const index = decodeAddrIndex(m);
-      return index === undefined ? { kind: 'unparsed', type: m.type } : { kind: 'addr', index, deleted };
+      const addr = decodeAddrChange(m);
+      return addr ? { kind: 'addr', deleted, ...addr } : { kind: 'unparsed', type: m.type };
     }
     case RTM.NEWROUTE:
     case RTM.DELROUTE: {

@@ -107,13 +107,13 @@ export class FakeNetlink implements Netlink {
   async addAddress(index: number, ip: IpAddr, prefix: number): Promise<void> {
     if (this.addrs.some((a) => a.index === index && ipEquals(a.ip, ip))) return;
     this.addrs.push({ index, ip, prefix, scope: 0, permanent: true, deprecated: false, temporary: false });
-    this.#notify({ kind: 'addr', index, deleted: false });
+    this.#notify({ kind: 'addr', index, deleted: false, ip });
   }
 
   async deleteAddress(index: number, ip: IpAddr): Promise<void> {
     const at = this.addrs.findIndex((a) => a.index === index && ipEquals(a.ip, ip));
     if (at >= 0) this.addrs.splice(at, 1);
-    this.#notify({ kind: 'addr', index, deleted: true });
+    this.#notify({ kind: 'addr', index, deleted: true, ip });
   }
 
   async routes(family: Family): Promise<RouteInfo[]> {
