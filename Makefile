@@ -94,6 +94,7 @@ bench: setup image
 	node dist/bench/kube-client-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/agent-bench.js
 	FLANNEL_NETNS_TESTS=1 BENCH_PEERS=5000 BENCH_PARTS=convergence BENCH_PROFILES= BENCH_RUNS=3 node dist/bench/agent-bench.js
+	FLANNEL_NETNS_TESTS=1 BENCH_PARTS=churn node dist/bench/agent-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/udp-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/traffic-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/containerd-bench.js

@@ -364,13 +364,14 @@ async function churnRun(registry: Registry, env: NodeJS.ProcessEnv, peers: numbe
     let cpu0 = 0;
     let t0 = 0;
     let cpu = Number.NaN;
-    let result: { latencies: ChurnRow['latencies']; missed: string[] } | undefined;
+    let result: { latencies: ChurnRow['latencies']; missed: string[]; failed: number } | undefined;
     for await (const line of createInterface({ input: driver.stdout! })) {
       if (line === 'start') [cpu0, t0] = [await cpuSeconds(agent.pid!), performance.now()];
       else if (line === 'end') cpu = ((await cpuSeconds(agent.pid!)) - cpu0) / ((performance.now() - t0) / 1000) * 100;
       else result = JSON.parse(line) as typeof result;
     }
     if (!result) throw new Error(`the churn driver gave no result:\n${node.log.slice(-2000)}`);
+    if (result.failed > 0) throw new Error(`${result.failed} registry writes of the churn failed`);
     return { cpu, latencies: result.latencies, missed: result.missed.length };
   } finally {
     await cluster.destroy();

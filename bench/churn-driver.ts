@@ -5,7 +5,7 @@
  * through: a peer added (its route appears), a peer's public IP changed (its FDB entry points at
  * the new address), a peer added earlier removed (its route goes). Prints `start` when the first
  * write goes out, `end` after the last, then one JSON line: latencies by kind (ms) and the changes
- * the kernel never showed within 10 s.
+ * the kernel never showed within 10 s, and the registry writes that failed.
  *   node churn-driver.js <rate/s> <seconds> <peers> <own subnet|-> etcd <endpoint>
  *   node churn-driver.js <rate/s> <seconds> <peers> <own subnet|-> kube <url> <ca> <cert> <key>
  */
@@ -99,14 +99,24 @@ void (async () => {
 })();
 await new Promise((r) => setTimeout(r, 100));
 
+/** Registry writes that failed: counted, not timed. */
+let failed = 0;
+
 async function change(kind: Kind, key: string, write: () => Promise<void>): Promise<void> {
   const p: Pending = { kind };
   pending.set(key, p);
-  await write();
+  try {
+    await write();
+  } catch {
+    failed++;
+    pending.delete(key);
+    return;
+  }
   p.answered = performance.now();
   if (p.seen !== undefined) settle(key, p.seen);
 }
 
+const LAG = 50;
 // Added peers take indexes after the existing ones, never the agent's own subnet.
 let nextNew = peers + 10;
 const added: number[] = [];
@@ -117,7 +127,9 @@ const t0 = performance.now();
 process.stdout.write('start\n');
 for (let n = 0; n < total; n++) {
   await new Promise((r) => setTimeout(r, Math.max(0, t0 + (n * 1000) / rate - performance.now())));
-  if (n % 3 === 0 || added.length === 0) {
+  // A peer is removed once 50 more were added after it (three seconds at 50 changes a second):
+  // peers that live long enough to be programmed and settled, not an add chased by its delete.
+  if (n % 3 === 0 || added.length <= LAG) {
     while (benchSubnet(nextNew, subnetLen) === own) nextNew++;
     const i = nextNew++;
     added.push(i);
@@ -137,7 +149,7 @@ await Promise.all(writes);
 process.stdout.write('end\n');
 const deadline = performance.now() + 10_000;
 while (pending.size > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-process.stdout.write(`${JSON.stringify({ latencies, missed: [...pending.keys()] })}\n`);
+process.stdout.write(`${JSON.stringify({ latencies, missed: [...pending.keys()], failed })}\n`);
 ctl.abort();
 registry.close();
 nl.close();

@@ -4,7 +4,8 @@
  * socket's receive buffer overflows (libuv reports the socket's error as UV_EBADF, and the addon
  * builds its error with a NULL string, which throws in C++ inside a libuv callback): the echo of
  * a batch of 15 000 kernel writes did it. This one
- * - reports an overflow (ENOBUFS: notifications were dropped) to JavaScript and keeps reading;
+ * - reports an overflow (ENOBUFS: notifications were dropped; EMSGSIZE: a datagram longer than
+ *   64 KiB, cut short) to JavaScript and keeps reading;
  * - reads every datagram waiting (up to 256 KiB) per wake-up and hands them over as one buffer,
  *   each datagram padded to 4 bytes (netlink messages are self-delimiting), so 15 000
  *   notifications cost tens of calls into JavaScript, not 15 000;
@@ -37,8 +38,10 @@ typedef struct {
   char *buf;
 } nl_socket;
 
+/* The fd is closed only here, once libuv is done with the handle (its advice for poll handles). */
 static void on_closed(uv_handle_t *handle) {
   nl_socket *s = handle->data;
+  close(s->fd);
   free(s->buf);
   free(s);
 }
@@ -86,7 +89,7 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
   /* The buffer holds READ_BUDGET + one whole datagram. */
   size_t used = 0;
   while (used < READ_BUDGET) {
-    ssize_t n = recv(s->fd, s->buf + used, DATAGRAM_MAX, MSG_DONTWAIT);
+    ssize_t n = recv(s->fd, s->buf + used, DATAGRAM_MAX, MSG_DONTWAIT | MSG_TRUNC);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == ENOBUFS) {
@@ -94,6 +97,11 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
         continue;
       }
       break; /* EAGAIN: all read */
+    }
+    if (n > DATAGRAM_MAX) {
+      /* Cut short: its messages cannot be read, and some answer or notification is lost with it. */
+      overflow = EMSGSIZE;
+      continue;
     }
     used += ((size_t)n + 3) & ~(size_t)3;
   }
@@ -207,7 +215,6 @@ static napi_value close_socket(napi_env env, napi_callback_info info) {
     *slot = NULL;
     s->closed = 1;
     uv_poll_stop(&s->poll);
-    close(s->fd);
     napi_delete_reference(env, s->callback);
     napi_async_destroy(env, s->context);
     uv_close((uv_handle_t *)&s->poll, on_closed);

@@ -558,6 +558,23 @@ test('peers added together are written kind by kind, every peer\'s neighbour bef
   await waitUntil('the refused peer is programmed by the retry', () => counts().routes === 3 && counts().fdb === 3 && counts().neighbours === 3);
 });
 
+test('a lease added and removed in one batch writes nothing; one changed twice in one batch is written only as it ends', async (t) => {
+  const clock = new ManualClock();
+  const { nl, events, counts } = start(t, [lease(2)], { clock });
+  await clock.advance(10);
+  const before = nl.writes.length;
+  events.push([{ type: 'added', lease: lease(3) }, { type: 'removed', lease: lease(3) }]);
+  await clock.advance(1);
+  assert.deepEqual(nl.writes.slice(before).filter((w) => w.startsWith('replace')), [], 'nothing written for a peer that is gone');
+  assert.deepEqual(counts(), { routes: 1, neighbours: 1, fdb: 1 });
+  events.push([{ type: 'added', lease: lease(4, mac(40)) }, { type: 'added', lease: lease(4, mac(41)) }]);
+  await clock.advance(1);
+  assert.ok(!nl.writes.some((w) => w.startsWith('replace') && w.includes(mac(40))), 'the first form of the lease is never written');
+  assert.ok(!nl.fdbTable.has(`${dev} ${mac(40)}`));
+  assert.equal(nl.fdbTable.get(`${dev} ${mac(41)}`)?.mac, mac(41));
+  assert.deepEqual(counts(), { routes: 2, neighbours: 2, fdb: 2 });
+});
+
 test('writes of a pass are in flight together: the kernel sees many before the first is answered', async (t) => {
   const clock = new ManualClock();
   const { nl, events, counts } = start(t, [], { clock });

@@ -243,7 +243,7 @@ export class Reconciler {
         this.#refused.delete(key);
         if (old) {
           this.#deletePeer(key);
-          toRemove.push(written(old));
+          toRemove.push(written(key, old));
           this.#log.info({ subnet: formatSubnetPair(old.lease.subnet) }, 'peer removed');
         }
         continue;
@@ -252,14 +252,14 @@ export class Reconciler {
       if (!program) {
         if (old) {
           this.#deletePeer(key);
-          toRemove.push(written(old));
+          toRemove.push(written(key, old));
         }
         continue;
       }
       this.#setPeer(key, event.lease, program);
       // Entries of the old program that the new one no longer wants.
-      if (old) toRemove.push(written(old));
-      toAdd.push(written({ lease: event.lease, program }));
+      if (old) toRemove.push(written(key, old));
+      toAdd.push(written(key, { lease: event.lease, program }));
     }
     // A lease refused for claiming what another held may have it now.
     if (this.#conflicted.size > 0 && batch.length > 0) {
@@ -272,12 +272,15 @@ export class Reconciler {
         const program = this.#program(key, refused.lease);
         if (!program) continue;
         this.#setPeer(key, refused.lease, program);
-        toAdd.push(written({ lease: refused.lease, program }));
+        toAdd.push(written(key, { lease: refused.lease, program }));
       }
     }
-    // Against the desired state after the whole batch: nothing is taken out that the batch puts back.
+    // Against the desired state after the whole batch: nothing is taken out that the batch puts
+    // back, and only programs still current are written (a lease added and removed in one batch,
+    // or changed twice, leaves programs behind that no peer holds any more).
     await this.#remove(toRemove);
-    if (!signal.aborted) await this.#write(toAdd, signal);
+    const current = toAdd.filter((w) => this.#peers.get(w.key)?.program.entries === w.entries);
+    if (!signal.aborted) await this.#write(current, signal);
     this.#flush();
     if (toAdd.length > 0) this.#log.debug({ peers: toAdd.length }, 'peers programmed');
   }
@@ -479,7 +482,11 @@ export class Reconciler {
       if (failed.size === 0 || i === this.#kinds.length - 1) continue;
       for (const w of failed) {
         for (const earlier of this.#kinds.slice(0, i)) {
-          for (const e of w.entries[earlier.name] ?? []) await this.#try(earlier, 'delete', w.subject, () => earlier.remove(e));
+          // Not an entry another program wants too (its write of it stands).
+          const wanted = this.#desired.of(earlier);
+          for (const e of w.entries[earlier.name] ?? []) {
+            if (!wanted.find(earlier.key(e), (other) => other !== e)) await this.#try(earlier, 'delete', w.subject, () => earlier.remove(e));
+          }
         }
       }
       live = live.filter((w) => !failed.has(w));
@@ -530,11 +537,12 @@ function byCreation(a: LeaseEvent, b: LeaseEvent): number {
 
 /** A program as written or removed, with the lease it is for in log lines. */
 interface Written {
+  readonly key: string;
   readonly entries: Program;
   readonly subject: string;
 }
 
-const written = (peer: { lease: Lease; program: PeerProgram }): Written => ({ entries: peer.program.entries, subject: formatSubnetPair(peer.lease.subnet) });
+const written = (key: string, peer: { lease: Lease; program: PeerProgram }): Written => ({ key, entries: peer.program.entries, subject: formatSubnetPair(peer.lease.subnet) });
 
 /** Every entry of one kind in these programs, with its program. */
 function* entriesOf(programs: readonly Written[], kind: EntryKind): Generator<[Written, object]> {

@@ -37,6 +37,9 @@ class FakeKernel implements DatagramSocket {
   readonly sends: number[] = [];
   /** When set, datagrams are held (a kernel that does not answer yet) until `release`. */
   hold = false;
+  /** Dumps answered as interrupted by a change (NLM_F_DUMP_INTR), and the errno a dump's DONE carries. */
+  interruptDumps = 0;
+  dumpErrno = 0;
   readonly #held: Buffer[] = [];
   closed = false;
   #onData: DataListener = () => undefined;
@@ -53,8 +56,12 @@ class FakeKernel implements DatagramSocket {
     const answers: Buffer[] = [];
     for (const m of msgs) {
       if (m.type === RTM.GETROUTE) {
-        for (const dst of this.routes) answers.push(message(RTM.NEWROUTE, 2, m.seq, encodeRoute(RTM.NEWROUTE, 0, { dst: parseCidr(dst), index: 2 }, 87).subarray(NLMSG_HDRLEN)));
-        answers.push(message(NLMSG.DONE, 2, m.seq, Buffer.alloc(4)));
+        // NLM_F_MULTI, and NLM_F_DUMP_INTR while `interruptDumps` lasts.
+        const flags = 2 | (this.interruptDumps-- > 0 ? 0x10 : 0);
+        for (const dst of this.routes) answers.push(message(RTM.NEWROUTE, flags, m.seq, encodeRoute(RTM.NEWROUTE, 0, { dst: parseCidr(dst), index: 2 }, 87).subarray(NLMSG_HDRLEN)));
+        const done = Buffer.alloc(4);
+        done.writeInt32LE(-this.dumpErrno, 0);
+        answers.push(message(NLMSG.DONE, 2, m.seq, done));
         continue;
       }
       const route = decodeRoute(m)!;
@@ -79,6 +86,11 @@ class FakeKernel implements DatagramSocket {
   release(): void {
     this.hold = false;
     for (const d of this.#held.splice(0)) this.#onData(d, 0);
+  }
+
+  /** The held answers, and an overflow, in one wake-up. */
+  releaseWithOverflow(): void {
+    this.#onData(Buffer.concat(this.#held.splice(0)), constants.errno.ENOBUFS);
   }
 
   /** The socket's receive buffer overflowed: answers were dropped. */
@@ -192,4 +204,34 @@ test('after close, pending and new requests fail with EBADF', async () => {
   await assert.rejects(put(ch, 2), { errno: 'EBADF' });
   await assert.rejects(ch.dump(encodeDump(RTM.GETROUTE, 2), 'list routes'), { errno: 'EBADF' });
   assert.equal(kernel.closed, true);
+});
+
+test('a dump a change interrupted (NLM_F_DUMP_INTR) is asked for again, up to three times in all; one cut short by an error fails with it', async () => {
+  const kernel = new FakeKernel();
+  const ch = new RtChannel(kernel.socket);
+  await Promise.all([0, 1].map((i) => put(ch, i)));
+  kernel.interruptDumps = 2;
+  assert.equal((await ch.dump(encodeDump(RTM.GETROUTE, 2), 'list routes')).length, 2);
+  assert.equal(kernel.sends.length, 1 + 3, 'the batch, and three dumps');
+  kernel.interruptDumps = 3;
+  await assert.rejects(ch.dump(encodeDump(RTM.GETROUTE, 2), 'list routes'), { code: 'WEFT_ERR_KERNEL', errno: 'EINTR' });
+  kernel.dumpErrno = constants.errno.ENOBUFS;
+  await assert.rejects(ch.dump(encodeDump(RTM.GETROUTE, 2), 'list routes'), { errno: 'ENOBUFS' });
+});
+
+test('an overflow reported with the answer that ends a batch fails neither that batch nor the next', async () => {
+  const kernel = new FakeKernel();
+  kernel.hold = true;
+  const ch = new RtChannel(kernel.socket);
+  const first = put(ch, 0);
+  await new Promise((r) => setImmediate(r));
+  await new Promise((r) => setImmediate(r));
+  const second = put(ch, 1);
+  kernel.hold = false;
+  // The first batch's answer and an overflow in one wake-up: the first batch has its answer, and
+  // the second goes out after the overflow happened.
+  kernel.releaseWithOverflow();
+  await first;
+  await second;
+  assert.deepEqual(kernel.sends, [1, 1]);
 });

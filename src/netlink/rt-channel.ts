@@ -54,11 +54,15 @@ interface Query {
   readonly what: string;
   readonly parts: RawMessage[];
   readonly timer: NodeJS.Timeout;
+  interrupted?: boolean;
   resolve(parts: RawMessage[]): void;
   reject(err: KernelError): void;
 }
 
 const NLM_F_DUMP = 0x300;
+const NLM_F_DUMP_INTR = 0x10;
+/** An interrupted dump (EINTR) is asked for again, this many times in all. */
+const DUMP_TRIES = 3;
 
 const errnoNames = new Map<number, string>();
 for (const [name, value] of Object.entries(constants.errno)) if (!errnoNames.has(value)) errnoNames.set(value, name);
@@ -89,9 +93,15 @@ export class RtChannel {
     this.#timeoutMs = options.timeoutMs ?? 10_000;
     this.#batchMessages = options.batchMessages ?? 128;
     this.#socket = open((chunk, overflow) => {
+      // Answers were dropped (ENOBUFS): what was in flight before this chunk may never be
+      // answered; what the chunk completes, and what goes out after it, is not concerned.
+      const batch = this.#batch;
+      const query = this.#query;
       if (chunk) this.#receive(chunk);
-      // Answers were dropped (ENOBUFS): what is in flight can no longer be answered.
-      if (overflow) this.#failAll(errnoName(overflow));
+      if (!overflow) return;
+      const errno = errnoName(overflow);
+      if (batch && this.#batch === batch) this.#endBatch(errno);
+      if (query && this.#query === query) this.#endQuery(new KernelError(query.what, errno));
     });
   }
 
@@ -121,7 +131,15 @@ export class RtChannel {
   }
 
   #enqueue(msg: Buffer, what: string, multi: boolean): Promise<RawMessage[]> {
-    const run = (): Promise<RawMessage[]> => this.#startQuery(msg, what, multi);
+    const run = async (): Promise<RawMessage[]> => {
+      for (let tries = 1; ; tries++) {
+        try {
+          return await this.#startQuery(msg, what, multi);
+        } catch (err) {
+          if (!(err instanceof KernelError && err.errno === 'EINTR' && tries < DUMP_TRIES)) throw err;
+        }
+      }
+    };
     const result = this.#queries.then(run, run);
     this.#queries = result.then(() => undefined, () => undefined);
     return result;
@@ -205,11 +223,17 @@ export class RtChannel {
     for (const m of splitMessages(datagram)) {
       const query = this.#query;
       if (query && m.seq === query.seq) {
-        if (m.type === NLMSG.DONE) this.#endQuery();
+        if (m.type === NLMSG.DONE) {
+          // A dump the kernel cut short (an error in DONE), or one that a change interrupted
+          // (NLM_F_DUMP_INTR on a part: it may have missed or repeated entries), is no listing.
+          const errno = m.end - m.start >= 4 ? -m.buf.readInt32LE(m.start) : 0;
+          this.#endQuery(errno > 0 ? new KernelError(query.what, errnoName(errno)) : query.interrupted ? new KernelError(query.what, 'EINTR') : undefined);
+        }
         else if (m.type === NLMSG.ERROR) {
           const { errno } = decodeError(m);
           this.#endQuery(errno === 0 ? undefined : new KernelError(query.what, errnoName(errno)));
         } else {
+          if (m.flags & NLM_F_DUMP_INTR) query.interrupted = true;
           query.parts.push(m);
           // A lookup's answer is one message; its acknowledgement may follow, and is then ignored.
           if (!query.multi) this.#endQuery();
