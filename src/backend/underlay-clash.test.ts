@@ -75,3 +75,17 @@ test('overlapping subnets, as untrusted leases may have them: a /16 around a /24
   assert.equal(index.clash('n', lease('198.18.200.0/24', '198.18.5.9'), [4])?.holder, 'narrow', 'the nearest first');
   assert.equal(index.clash('n', lease('198.18.200.0/24', '198.18.128.1'), [4]), undefined);
 });
+
+test('removal takes out only the removed lease\'s spans: another lease with the same public IP or the same start stays, and a family never indexed for it is not searched past its place', () => {
+  const index = new UnderlayIndex();
+  index.add('c', lease('198.18.3.0/24', '198.19.0.3'), [4]);
+  index.add('c2', lease('198.18.4.0/24', '198.19.0.3'), [4]);
+  index.remove('c2');
+  assert.equal(index.clash('n', lease('198.19.0.0/24', '198.19.9.9'), [4])?.holder, 'c', 'the earlier of two leases on one IP keeps it when the later goes');
+  // A dual-stack lease programmed in IPv4 only, beside others indexed in IPv6 (whose spans start after its IPv6 subnet).
+  index.add('v6', lease('198.18.7.0/24', '198.19.0.7', '2001:db8:1800:7::/64', '2001:db8:113::7'), [4, 6]);
+  index.add('half', lease('198.18.8.0/24', '198.19.0.8', '2001:db8:1800:1::/64', '2001:db8:113::1'), [4]);
+  index.remove('half');
+  assert.equal(index.clash('n', lease('198.18.9.0/24', '198.18.8.1'), [4]), undefined, 'its IPv4 subnet is gone');
+  assert.equal(index.clash('n', lease('198.18.9.0/24', '198.19.0.9', '2001:db8:1800:9::/64', '2001:db8:1800:7::1'), [6])?.holder, 'v6', 'the other lease\'s IPv6 subnet stays');
+});

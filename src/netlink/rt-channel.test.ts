@@ -35,6 +35,9 @@ class FakeKernel implements DatagramSocket {
   readonly refuse = new Map<string, number>();
   /** Messages per sendmsg, in order. */
   readonly sends: number[] = [];
+  /** Per sendmsg, the indexes of its messages that asked for an acknowledgement; and every sequence number seen. */
+  readonly acked: number[][] = [];
+  readonly seqs: number[] = [];
   /** When set, datagrams are held (a kernel that does not answer yet) until `release`. */
   hold = false;
   /** Dumps answered as interrupted by a change (NLM_F_DUMP_INTR), and the errno a dump's DONE carries. */
@@ -53,6 +56,8 @@ class FakeKernel implements DatagramSocket {
   send(datagram: Buffer): number {
     const msgs = splitMessages(datagram);
     this.sends.push(msgs.length);
+    this.acked.push(msgs.flatMap((m, i) => (m.flags & NLM_F.ACK ? [i] : [])));
+    this.seqs.push(...msgs.map((m) => m.seq));
     const answers: Buffer[] = [];
     for (const m of msgs) {
       if (m.type === RTM.GETROUTE) {
@@ -116,6 +121,16 @@ test('writes made together go out 128 to a system call, one batch at a time, and
   // A lone write still goes out, by itself.
   await put(ch, 300);
   assert.deepEqual(kernel.sends.slice(3), [1]);
+});
+
+test('only the last message of a batch asks for an acknowledgement; sequence numbers wrap past 2^32 - 2 to 1, never 0', async () => {
+  const kernel = new FakeKernel();
+  const ch = new RtChannel(kernel.socket, { firstSeq: 0xffff_fffc });
+  await Promise.all(Array.from({ length: 130 }, (_, i) => put(ch, i)));
+  assert.deepEqual(kernel.acked, [[127], [1]]);
+  assert.deepEqual(kernel.seqs.slice(0, 4), [0xffff_fffd, 0xffff_fffe, 1, 2]);
+  assert.equal(new Set(kernel.seqs).size, 130);
+  assert.equal(kernel.routes.size, 130);
 });
 
 test('a refused write fails alone with the kernel\'s errno; the writes after it in its batch are applied', async () => {

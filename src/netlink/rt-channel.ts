@@ -27,6 +27,8 @@ export interface ChannelOptions {
    * of the kernel's default size (net.core.rmem_default, 208 KiB).
    */
   readonly batchMessages?: number;
+  /** The sequence number before the first request's; random by default (another socket's answers cannot be taken for ours anyway: each has its own port). */
+  readonly firstSeq?: number;
 }
 
 /** What a write does, for its error: a function, so that no text is made for the thousands that succeed. */
@@ -80,7 +82,7 @@ export class RtChannel {
   readonly #socket: DatagramSocket;
   readonly #timeoutMs: number;
   readonly #batchMessages: number;
-  #seq = Math.floor(Math.random() * 0x7fff_ffff);
+  #seq: number;
   #queue: Write[] = [];
   #flushing = false;
   #batch: Batch | undefined;
@@ -92,6 +94,7 @@ export class RtChannel {
   constructor(open: (onData: DataListener) => DatagramSocket, options: ChannelOptions = {}) {
     this.#timeoutMs = options.timeoutMs ?? 10_000;
     this.#batchMessages = options.batchMessages ?? 128;
+    this.#seq = options.firstSeq ?? Math.floor(Math.random() * 0x7fff_ffff);
     this.#socket = open((chunk, overflow) => {
       // Answers were dropped (ENOBUFS): what was in flight before this chunk may never be
       // answered; what the chunk completes, and what goes out after it, is not concerned.

@@ -44,6 +44,7 @@ function packageRoute(route: RouteSpec, protocol: number): Buffer {
 }
 
 const payload = (msg: Buffer): Buffer => msg.subarray(NLMSG_HDRLEN);
+const RTA_OIF = 4;
 
 /** The package leaves the last attribute unpadded; iproute2 and weft pad it (the kernel takes both). */
 function assertSameBytes(ours: Buffer, theirs: Buffer, what = ''): void {
@@ -170,4 +171,125 @@ test('links and addresses are encoded as the netlink package encodes them, and r
   msg.writeUInt32LE(msg.length, 0);
   assert.deepEqual(decodeAddress(splitMessages(msg)[0]!), { index: 9, ip: v6, prefix: 64, scope: 0, permanent: true, deprecated: true, temporary: false }, 'IFA_FLAGS over the 8-bit field');
   assert.deepEqual(decodeAddress(splitMessages(addr)[0]!), { index: 9, ip, prefix: 32, scope: 0, permanent: false, deprecated: false, temporary: false });
+});
+
+/** A small deterministic generator (mulberry32), so that the corrupted inputs are the same every run. */
+function prng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+test('no message, however truncated or corrupted, makes a decoder throw (they run inside the socket\'s callback)', () => {
+  const vxlan: LinkSpec = { kind: 'vxlan', vxlan: { vni: 1, underlay: 2, local: parseIp('203.0.113.1'), port: 8472, learning: false, gbp: false } };
+  const samples = [
+    ...routes.map((r) => encodeRoute(RTM.NEWROUTE, 0, r, 87)),
+    encodeNeighbour(RTM.NEWNEIGH, 0, { index: 7, ip: parseIp('2001:db8:1800:2::'), mac: '0e:2a:00:00:00:03' }),
+    encodeFdb(RTM.NEWNEIGH, 0, { index: 7, mac: '0e:2a:00:00:00:03', dst: parseIp('203.0.113.2') }),
+    encodeNewLink(0, 'flannel.1', vxlan, { mac: '0e:2a:00:00:00:07', mtu: 1450 }),
+    encodeAddress(RTM_ADDR.NEW, 0, 9, parseIp('2001:db8:1800:1::'), 64),
+  ];
+  const decoders = [decodeRoute, decodeNeighbour, decodeFdb, decodeLinkChange, decodeAddrChange, decodeLink, decodeAddress, decodeError, neighbourHead];
+  const run = (buf: Buffer): void => {
+    for (const m of splitMessages(buf)) for (const decode of decoders) decode(m);
+  };
+  const random = prng(24);
+  let inputs = 0;
+  for (const sample of samples) {
+    for (let len = 0; len <= sample.length; len++) {
+      // Cut short, with the header's length claiming all of it or only what is there.
+      const cut = Buffer.from(sample.subarray(0, len));
+      run(cut);
+      if (len >= 4) cut.writeUInt32LE(len, 0);
+      run(cut);
+      inputs += 2;
+    }
+    for (let i = 0; i < 300; i++) {
+      const bad = Buffer.from(sample);
+      for (let k = 1 + Math.floor(random() * 4); k > 0; k--) bad[NLMSG_HDRLEN + Math.floor(random() * (bad.length - NLMSG_HDRLEN))] = Math.floor(random() * 256);
+      run(bad);
+      inputs++;
+    }
+  }
+  assert.ok(inputs > 2000);
+});
+
+test('the guards that keep a short or malformed message from being read as one', () => {
+  const route = encodeRoute(RTM.NEWROUTE, 0, routes[0]!, 87);
+  // A message of exactly a header is read; one whose length is shorter than a header, or longer than the datagram, ends it.
+  const bare = Buffer.alloc(NLMSG_HDRLEN);
+  bare.writeUInt32LE(NLMSG_HDRLEN, 0);
+  bare.writeUInt16LE(3, 4);
+  assert.deepEqual(splitMessages(Buffer.concat([route, bare])).map((m) => m.type), [RTM.NEWROUTE, 3]);
+  const short = Buffer.from(bare);
+  short.writeUInt32LE(NLMSG_HDRLEN - 1, 0);
+  assert.equal(splitMessages(Buffer.concat([short, route])).length, 0);
+  assert.equal(splitMessages(Buffer.concat([route, Buffer.alloc(NLMSG_HDRLEN - 1)])).length, 1);
+  // Bodies shorter than their fixed header are no entry.
+  const body = (msg: Buffer, bytes: number): RawMessage => ({ type: msg.readUInt16LE(4), flags: 0, seq: 0, buf: msg, start: NLMSG_HDRLEN, end: NLMSG_HDRLEN + bytes });
+  assert.equal(decodeRoute(body(route, 11)), undefined);
+  assert.ok(decodeRoute(body(route, 12)), 'a route without attributes: the default destination');
+  const neigh = encodeNeighbour(RTM.NEWNEIGH, 0, { index: 7, ip: parseIp('198.18.2.0'), mac: '0e:2a:00:00:00:10' });
+  assert.equal(neighbourHead(body(neigh, 11)), undefined);
+  assert.deepEqual(decodeNeighbour(splitMessages(neigh)[0]!)?.mac, '0e:2a:00:00:00:10', 'a byte of 0x10 is written with its two digits');
+  assert.equal(decodeLinkChange(body(neigh, 15)), undefined);
+  assert.equal(decodeAddrChange(body(neigh, 7)), undefined);
+  assert.deepEqual(decodeError(body(neigh, 3)), { errno: 0, seq: 0 }, 'an error without its code is an acknowledgement');
+  // An attribute whose length is under 4, or past the message, ends the attributes; an unknown type is skipped.
+  const withOif = encodeRoute(RTM.NEWROUTE, 0, { dst: parseCidr('198.18.3.0/24'), gateway: parseIp('203.0.113.3'), index: 2 }, 87);
+  const oifAt = withOif.length - 8;
+  const broken = Buffer.from(withOif);
+  broken.writeUInt16LE(3, oifAt);
+  assert.equal(decodeRoute(splitMessages(broken)[0]!)?.index, undefined);
+  broken.writeUInt16LE(9, oifAt);
+  assert.equal(decodeRoute(splitMessages(broken)[0]!)?.index, undefined);
+  broken.writeUInt16LE(8, oifAt);
+  broken.writeUInt16LE(0x3fff, oifAt + 2);
+  assert.equal(decodeRoute(splitMessages(broken)[0]!)?.index, undefined);
+  // A u32 attribute cut to fewer than 4 bytes is absent, not read past its end.
+  broken.writeUInt16LE(RTA_OIF, oifAt + 2);
+  broken.writeUInt16LE(6, oifAt);
+  assert.equal(decodeRoute(splitMessages(broken)[0]!)?.index, undefined);
+  assert.equal(decodeRoute(splitMessages(withOif)[0]!)?.index, 2);
+  // A link name with and without its NUL, and padded with several.
+  const link = (name: Buffer): RawMessage => {
+    const msg = Buffer.alloc(NLMSG_HDRLEN + 16 + ((4 + name.length + 3) & ~3));
+    msg.writeUInt32LE(msg.length, 0);
+    msg.writeUInt16LE(4 + name.length, NLMSG_HDRLEN + 16);
+    msg.writeUInt16LE(3, NLMSG_HDRLEN + 18);
+    name.copy(msg, NLMSG_HDRLEN + 20);
+    return splitMessages(msg)[0]!;
+  };
+  for (const raw of ['eth0', 'eth0\0', 'eth0\0\0\0']) {
+    assert.equal(decodeLinkChange(link(Buffer.from(raw)))?.name, 'eth0');
+    assert.equal(decodeLink(link(Buffer.from(raw)))?.name, 'eth0');
+  }
+  assert.equal(decodeLink(body(neigh, 15)), undefined);
+  assert.equal(decodeAddress(body(neigh, 7)), undefined);
+});
+
+test('link and address messages: the header each request carries, a change of MTU alone, an address without IFA_FLAGS', () => {
+  assert.equal(encodeDelLink(9).readUInt16LE(4), RTM_LINK.DEL);
+  assert.equal(encodeSetLink(9, { mtu: 1400 }).readUInt16LE(4), RTM_LINK.SET);
+  assert.equal(encodeNewLink(NLM_F.CREATE, 'x', { kind: 'wireguard' }, {}).readUInt16LE(6), NLM_F.REQUEST | NLM_F.CREATE);
+  assert.equal(encodeAddress(RTM_ADDR.DEL, 0, 9, parseIp('198.18.1.0'), 32).readUInt16LE(4), RTM_ADDR.DEL);
+  // The MTU alone leaves the link's flags as they are (no `change` mask), and no MTU means none sent.
+  assertSameBytes(payload(encodeSetLink(9, { mtu: 1400 })), packageBytes((out) => rt.formatLinkMessage({ kind: 'link', data: { index: 9 }, attrs: { mtu: 1400 } }, out)));
+  assert.equal(encodeSetLink(9, { up: true }).length, NLMSG_HDRLEN + 16);
+  const v6 = parseIp('2001:db8:1800:1::');
+  assertSameBytes(payload(encodeAddress(RTM_ADDR.NEW, 0, 9, v6, 64)), packageBytes((out) => rt.formatAddressMessage({ kind: 'address', data: { family: 10, prefixlen: 64, index: 9 }, attrs: { local: ipBytes(v6), address: ipBytes(v6) } }, out)));
+  // The 8-bit flags of the header when IFA_FLAGS is absent; the scope from its byte.
+  const old = packageBytes((out) => rt.formatAddressMessage({ kind: 'address', data: { family: 10, prefixlen: 64, index: 9, scope: 253, flags: { secondary: true, deprecated: true } }, attrs: { address: ipBytes(v6) } }, out));
+  const msg = Buffer.concat([Buffer.alloc(NLMSG_HDRLEN), old]);
+  msg.writeUInt32LE(msg.length, 0);
+  assert.deepEqual(decodeAddress(splitMessages(msg)[0]!), { index: 9, ip: v6, prefix: 64, scope: 253, permanent: false, deprecated: true, temporary: true });
+  // A link without an address (tun) has no MAC.
+  const tun = packageBytes((out) => rt.formatLinkMessage({ kind: 'link', data: { index: 4 }, attrs: { ifname: 'tun0', mtu: 1472 } }, out));
+  const tmsg = Buffer.concat([Buffer.alloc(NLMSG_HDRLEN), tun]);
+  tmsg.writeUInt32LE(tmsg.length, 0);
+  assert.deepEqual(decodeLink(splitMessages(tmsg)[0]!), { index: 4, name: 'tun0', mtu: 1472, up: false });
 });

@@ -184,6 +184,11 @@ export function attributes(buf: Buffer, start: number, end: number, into: Array<
   }
 }
 
+/** A u32 attribute's value; undefined when absent or too short (kernel input is read defensively). */
+export function readU32(buf: Buffer, range: [number, number] | undefined): number | undefined {
+  return range && range[1] - range[0] >= 4 ? buf.readUInt32LE(range[0]) : undefined;
+}
+
 export function readIp(buf: Buffer, range: [number, number] | undefined): IpAddr | undefined {
   if (!range) return undefined;
   const [start, end] = range;
@@ -212,16 +217,16 @@ export function decodeRoute(m: RawMessage): RouteInfo | undefined {
   const dst: Cidr = { ip: dstIp, prefix: buf[start + 1]! };
   const gateway = readIp(buf, at[RTA.GATEWAY]);
   const prefsrc = readIp(buf, at[RTA.PREFSRC]);
-  const oif = at[RTA.OIF];
-  const table = at[RTA.TABLE];
+  const oif = readU32(buf, at[RTA.OIF]);
+  const table = readU32(buf, at[RTA.TABLE]);
   return {
     dst,
     ...(gateway ? { gateway } : {}),
-    ...(oif ? { index: buf.readUInt32LE(oif[0]) } : {}),
+    ...(oif !== undefined ? { index: oif } : {}),
     ...(prefsrc ? { prefsrc } : {}),
     onlink: (buf.readUInt32LE(start + 8) & RTNH_F_ONLINK) !== 0,
     type: buf[start + 7] === RTN_BLACKHOLE ? 'blackhole' : 'unicast',
-    table: table ? buf.readUInt32LE(table[0]) : buf[start + 4]!,
+    table: table ?? buf[start + 4]!,
     protocol: buf[start + 5]!,
     scope: buf[start + 6]!,
   };

@@ -7,7 +7,7 @@
 import type { IpAddr } from '../ip/ip.js';
 import { decodeLinkInfo, encodeLinkInfo } from './link-info.js';
 import type { AddressInfo, LinkInfo, LinkSpec } from './netlink.js';
-import { NLMSG_HDRLEN, type RawMessage, af, attributes, header, message, putIp, putMac, readIp, readMac } from './rt-codec.js';
+import { NLMSG_HDRLEN, type RawMessage, af, attributes, header, message, putIp, putMac, readIp, readMac, readU32 } from './rt-codec.js';
 
 export const RTM_LINK = { NEW: 16, DEL: 17, GET: 18, SET: 19 } as const;
 export const RTM_ADDR = { NEW: 20, DEL: 21, GET: 22 } as const;
@@ -94,7 +94,7 @@ export function decodeLink(m: RawMessage): LinkInfo | undefined {
   return {
     index: m.buf.readInt32LE(m.start + 4),
     name: name ? m.buf.toString('utf8', name[0], name[1]).replace(/\0+$/, '') : '',
-    mtu: mtu && mtu[1] - mtu[0] >= 4 ? m.buf.readUInt32LE(mtu[0]) : 0,
+    mtu: readU32(m.buf, mtu) ?? 0,
     up: (m.buf.readUInt32LE(m.start + 8) & IFF_UP) !== 0,
     ...(mac ? { mac } : {}),
     ...(details ? { details } : {}),
@@ -109,7 +109,7 @@ export function decodeAddress(m: RawMessage): AddressInfo | undefined {
   const ip = readIp(m.buf, at[IFA.LOCAL] ?? at[IFA.ADDRESS]);
   if (!ip) return undefined;
   const wide = at[IFA.FLAGS];
-  const flags = wide && wide[1] - wide[0] >= 4 ? m.buf.readUInt32LE(wide[0]) : m.buf[m.start + 2]!;
+  const flags = readU32(m.buf, wide) ?? m.buf[m.start + 2]!;
   return {
     index: m.buf.readUInt32LE(m.start + 4),
     ip,
