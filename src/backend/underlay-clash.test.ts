@@ -89,3 +89,11 @@ test('removal takes out only the removed lease\'s spans: another lease with the 
   assert.equal(index.clash('n', lease('198.18.9.0/24', '198.18.8.1'), [4]), undefined, 'its IPv4 subnet is gone');
   assert.equal(index.clash('n', lease('198.18.9.0/24', '198.19.0.9', '2001:db8:1800:9::/64', '2001:db8:1800:7::1'), [6])?.holder, 'v6', 'the other lease\'s IPv6 subnet stays');
 });
+
+test('removing a lease whose IPv6 subnet was never indexed, though another lease\'s is at that very place, leaves the other\'s', () => {
+  const index = new UnderlayIndex();
+  index.add('both', lease('198.18.7.0/24', '198.19.0.7', '2001:db8:1800:7::/64', '2001:db8:113::7'), [4, 6]);
+  index.add('v4', lease('198.18.8.0/24', '198.19.0.8', '2001:db8:1800:7::/64', '2001:db8:113::8'), [4]);
+  index.remove('v4');
+  assert.equal(index.clash('n', lease('198.18.9.0/24', '198.19.0.9', '2001:db8:1800:9::/64', '2001:db8:1800:7::1'), [6])?.holder, 'both');
+});

@@ -293,3 +293,22 @@ test('link and address messages: the header each request carries, a change of MT
   tmsg.writeUInt32LE(tmsg.length, 0);
   assert.deepEqual(decodeLink(splitMessages(tmsg)[0]!), { index: 4, name: 'tun0', mtu: 1472, up: false });
 });
+
+test('more edges: an error of exactly its code; an empty attribute before another; a MAC with anything around it is refused', () => {
+  const err = Buffer.alloc(NLMSG_HDRLEN + 4);
+  err.writeUInt32LE(err.length, 0);
+  err.writeUInt16LE(2, 4);
+  err.writeInt32LE(-19, NLMSG_HDRLEN);
+  assert.deepEqual(decodeError(splitMessages(err)[0]!), { errno: 19, seq: 0 }, 'the kernel with NETLINK_CAP_ACK may send no echo');
+  // An attribute with no payload (4 bytes) does not end the attributes.
+  const route = encodeRoute(RTM.NEWROUTE, 0, { dst: parseCidr('198.18.3.0/24'), gateway: parseIp('203.0.113.3'), index: 2 }, 87);
+  const empty = Buffer.alloc(4);
+  empty.writeUInt16LE(4, 0);
+  empty.writeUInt16LE(9, 2);
+  const withEmpty = Buffer.concat([route.subarray(0, NLMSG_HDRLEN + 12), empty, route.subarray(NLMSG_HDRLEN + 12)]);
+  withEmpty.writeUInt32LE(withEmpty.length, 0);
+  assert.deepEqual(decodeRoute(splitMessages(withEmpty)[0]!)?.index, 2);
+  for (const mac of ['x0e:2a:00:00:00:03', '0e:2a:00:00:00:03x', '0e:2a:00:00:00']) {
+    assert.throws(() => encodeNeighbour(RTM.NEWNEIGH, 0, { index: 7, ip: parseIp('198.18.2.0'), mac }), { code: 'WEFT_ERR_INTERNAL' }, mac);
+  }
+});
