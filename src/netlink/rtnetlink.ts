@@ -36,13 +36,6 @@ const CHANNEL_BUFFER = 1024 * 1024;
 /** No kernel request may hang the agent: a lost answer becomes an error and a later retry. */
 const timeout = 10_000;
 
-
-
-
-
-
-
-
 const cidrText = (c: Cidr): string => `${formatIp(c.ip)}/${c.prefix}`;
 
 export class RtNetlink implements Netlink {
@@ -199,10 +192,6 @@ export class RtNetlink implements Netlink {
   close(): void {
     this.#channel.close();
   }
-
-
-
-
 
 }
 
