@@ -45,8 +45,6 @@ mkdir -p "$stage/opt/bin"
 cp deploy/mk-docker-opts.sh "$stage/opt/bin/mk-docker-opts.sh"
 cp package.json package-lock.json "$stage/opt/weft/"
 (cd "$stage/opt/weft" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error && rm package-lock.json)
-# Prebuilt addons for other machines are not needed on this one.
-find "$stage/opt/weft/node_modules/netlink/prebuilds" -mindepth 1 -maxdepth 1 ! -name "linux-$(uname -m | sed 's/x86_64/x64/;s/aarch64/arm64/')" -exec rm -rf {} +
 
 ctr=$(buildah from scratch)
 trap 'buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT
