@@ -575,6 +575,20 @@ test('a lease added and removed in one batch writes nothing; one changed twice i
   assert.deepEqual(counts(), { routes: 2, neighbours: 2, fdb: 2 });
 });
 
+test('a pass whose listing fails (a dump cut short) is made again after a pause, with no other trigger', async (t) => {
+  const clock = new ManualClock();
+  const { nl } = start(t, [], { clock });
+  // A stray route in scope that no notification announces: only a pass finds it.
+  nl.routeTable.set('198.18.9.0/24', { dst: parseCidr('198.18.9.0/24'), gateway: parseIp('198.18.9.0'), index: dev, onlink: true, table: 254, protocol: 87, scope: 0, type: 'unicast' });
+  const routes = nl.routes.bind(nl);
+  let failures = 1;
+  nl.routes = (family) => (failures-- > 0 ? Promise.reject(Object.assign(new Error('list routes: EINTR'), { code: 'WEFT_ERR_KERNEL', errno: 'EINTR' })) : routes(family));
+  await clock.advance(10);
+  assert.ok(nl.routeTable.has('198.18.9.0/24'), 'the first pass could not list the routes');
+  await clock.advance(1000);
+  assert.ok(!nl.routeTable.has('198.18.9.0/24'), 'the pass after the pause removed it');
+});
+
 test('writes of a pass are in flight together: the kernel sees many before the first is answered', async (t) => {
   const clock = new ManualClock();
   const { nl, events, counts } = start(t, [], { clock });

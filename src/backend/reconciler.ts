@@ -312,7 +312,13 @@ export class Reconciler {
       for (const kind of this.#kinds) repairs += await this.#converge(kind, signal);
       if (repairs > 0) this.#log.info({ entries: repairs }, 'kernel state brought in line with the leases');
     } catch (err) {
-      if (!signal.aborted) this.#log.error({ err }, 'reconcile failed; will retry on the next change');
+      // A listing that failed (a dump the kernel cut short, one left unanswered) is tried again
+      // after the same pause as a failed write, not left for the next change or the period.
+      if (!signal.aborted) {
+        this.#log.error({ err }, 'reconcile failed; trying again after a pause');
+        this.#writeFailed = true;
+        this.#failedWrites++;
+      }
     }
     this.#flush();
     publish('reconcile', { seconds: (performance.now() - t0) / 1000 });

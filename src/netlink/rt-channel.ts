@@ -57,13 +57,18 @@ interface Query {
   readonly parts: RawMessage[];
   readonly timer: NodeJS.Timeout;
   interrupted?: boolean;
+  readonly acceptInterrupted: boolean;
   resolve(parts: RawMessage[]): void;
   reject(err: KernelError): void;
 }
 
 const NLM_F_DUMP = 0x300;
 const NLM_F_DUMP_INTR = 0x10;
-/** An interrupted dump (EINTR) is asked for again, this many times in all. */
+/**
+ * An interrupted dump is asked for again, this many times in all; the last one is taken as it is
+ * (as the `netlink` package took every one): the change that interrupted it is also announced to
+ * the monitor, which makes another pass.
+ */
 const DUMP_TRIES = 3;
 
 const errnoNames = new Map<number, string>();
@@ -137,7 +142,7 @@ export class RtChannel {
     const run = async (): Promise<RawMessage[]> => {
       for (let tries = 1; ; tries++) {
         try {
-          return await this.#startQuery(msg, what, multi);
+          return await this.#startQuery(msg, what, multi, tries === DUMP_TRIES);
         } catch (err) {
           if (!(err instanceof KernelError && err.errno === 'EINTR' && tries < DUMP_TRIES)) throw err;
         }
@@ -200,14 +205,14 @@ export class RtChannel {
     this.#send();
   }
 
-  #startQuery(msg: Buffer, what: string, multi: boolean): Promise<RawMessage[]> {
+  #startQuery(msg: Buffer, what: string, multi: boolean, acceptInterrupted = false): Promise<RawMessage[]> {
     if (this.#closed) return Promise.reject(new KernelError(what, 'EBADF'));
     return new Promise<RawMessage[]>((resolve, reject) => {
       const seq = this.#nextSeq();
       msg.writeUInt32LE(seq, 8);
       msg.writeUInt16LE(msg.readUInt16LE(6) | (multi ? NLM_F_DUMP : 0), 6);
       const timer = setTimeout(() => this.#endQuery(new KernelError(what, 'ETIMEDOUT')), this.#timeoutMs);
-      this.#query = { seq, multi, what, parts: [], timer, resolve, reject };
+      this.#query = { seq, multi, what, parts: [], timer, acceptInterrupted, resolve, reject };
       const errno = this.#socket.send(msg);
       if (errno) this.#endQuery(new KernelError(what, errnoName(errno)));
     });
@@ -230,7 +235,7 @@ export class RtChannel {
           // A dump the kernel cut short (an error in DONE), or one that a change interrupted
           // (NLM_F_DUMP_INTR on a part: it may have missed or repeated entries), is no listing.
           const errno = m.end - m.start >= 4 ? -m.buf.readInt32LE(m.start) : 0;
-          this.#endQuery(errno > 0 ? new KernelError(query.what, errnoName(errno)) : query.interrupted ? new KernelError(query.what, 'EINTR') : undefined);
+          this.#endQuery(errno > 0 ? new KernelError(query.what, errnoName(errno)) : query.interrupted && !query.acceptInterrupted ? new KernelError(query.what, 'EINTR') : undefined);
         }
         else if (m.type === NLMSG.ERROR) {
           const { errno } = decodeError(m);
