@@ -16,12 +16,16 @@ export interface Suite {
   readonly agentFlags?: readonly string[];
 }
 
-type TestContext = { after(fn: () => Promise<void> | void): void };
+/** `passed` is false in an after hook of a test that failed (node:test sets it before the hooks run). */
+type TestContext = { after(fn: () => Promise<void> | void): void; readonly passed?: boolean };
 
 export async function startCluster(t: TestContext, suite: Suite, nodes = 3): Promise<Cluster> {
   const cluster = await Cluster.create({ nodes, config: suite.config, agentFlags: ['--ip-masq', ...(suite.agentFlags ?? [])], ...(suite.ipv6 ? { ipv6: true } : {}) });
   t.after(async () => {
+    // The agents' logs with every test when asked (WEFT_TEST_LOG), and their ends with a failed
+    // one: a failure on a CI machine is otherwise all that is left of it.
     if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
+    else if (t.passed === false) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}, the end of its log\n${n.log.slice(-4000)}\n`);
     await cluster.destroy();
   });
   // All agents at the same instant: they race for subnets and must all converge.
