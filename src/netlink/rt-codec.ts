@@ -31,7 +31,7 @@ const NTF_SELF = 0x02;
 
 export const af = (family: Family): number => (family === 4 ? AF_INET : AF_INET6);
 const ipLength = (family: Family): number => (family === 4 ? 4 : 16);
-const attrSpace = (payload: number): number => (4 + payload + 3) & ~3;
+export const attrSpace = (payload: number): number => (4 + payload + 3) & ~3;
 
 /**
  * A zeroed message buffer from Node's shared pool: thousands of messages at start, and a new
@@ -58,7 +58,7 @@ export function putIp(out: Buffer, at: number, type: number, ip: IpAddr): number
   return at + attrSpace(len);
 }
 
-function putU32(out: Buffer, at: number, type: number, value: number): number {
+export function putU32(out: Buffer, at: number, type: number, value: number): number {
   out.writeUInt16LE(8, at);
   out.writeUInt16LE(type, at + 2);
   out.writeUInt32LE(value, at + 4);

@@ -7,7 +7,7 @@
 import type { IpAddr } from '../ip/ip.js';
 import { decodeLinkInfo, encodeLinkInfo } from './link-info.js';
 import type { AddressInfo, LinkInfo, LinkSpec } from './netlink.js';
-import { NLMSG_HDRLEN, type RawMessage, af, attributes, header, message, putIp, putMac, readIp, readMac, readU32 } from './rt-codec.js';
+import { NLMSG_HDRLEN, type RawMessage, af, attrSpace, attributes, header, message, putIp, putMac, putU32, readIp, readMac, readU32 } from './rt-codec.js';
 
 export const RTM_LINK = { NEW: 16, DEL: 17, GET: 18, SET: 19 } as const;
 export const RTM_ADDR = { NEW: 20, DEL: 21, GET: 22 } as const;
@@ -19,27 +19,18 @@ const IFLA = { ADDRESS: 1, IFNAME: 3, MTU: 4, LINKINFO: 18 } as const;
 const IFA = { ADDRESS: 1, LOCAL: 2, FLAGS: 8 } as const;
 const IFA_F = { SECONDARY: 0x01, DEPRECATED: 0x20, PERMANENT: 0x80 } as const;
 
-const space = (payload: number): number => (4 + payload + 3) & ~3;
-
 function putBytes(out: Buffer, at: number, type: number, bytes: Buffer): number {
   out.writeUInt16LE(4 + bytes.length, at);
   out.writeUInt16LE(type, at + 2);
   bytes.copy(out, at + 4);
-  return at + space(bytes.length);
-}
-
-function putU32(out: Buffer, at: number, type: number, value: number): number {
-  out.writeUInt16LE(8, at);
-  out.writeUInt16LE(type, at + 2);
-  out.writeUInt32LE(value, at + 4);
-  return at + 8;
+  return at + attrSpace(bytes.length);
 }
 
 /** RTM_NEWLINK making a link of this kind (with NLM_F_CREATE | NLM_F_EXCL from the caller). */
 export function encodeNewLink(flags: number, name: string, spec: LinkSpec, options: { mac?: string; mtu?: number }): Buffer {
   const ifname = Buffer.from(`${name}\0`);
   const linkinfo = encodeLinkInfo(spec);
-  const out = message(NLMSG_HDRLEN + IFINFOMSG + space(ifname.length) + space(linkinfo.length) + (options.mac ? space(6) : 0) + (options.mtu ? 8 : 0));
+  const out = message(NLMSG_HDRLEN + IFINFOMSG + attrSpace(ifname.length) + attrSpace(linkinfo.length) + (options.mac ? attrSpace(6) : 0) + (options.mtu ? 8 : 0));
   header(out, RTM_LINK.NEW, flags);
   let at = putBytes(out, NLMSG_HDRLEN + IFINFOMSG, IFLA.IFNAME, ifname);
   at = putBytes(out, at, IFLA.LINKINFO, linkinfo);
@@ -72,7 +63,7 @@ export function encodeSetLink(index: number, change: { up?: boolean; mtu?: numbe
 /** RTM_NEWADDR / RTM_DELADDR of `ip/prefix` on a link (the address as both local and peer, as `ip addr add`). */
 export function encodeAddress(type: number, flags: number, index: number, ip: IpAddr, prefix: number): Buffer {
   const len = ip.family === 4 ? 4 : 16;
-  const out = message(NLMSG_HDRLEN + IFADDRMSG + 2 * space(len));
+  const out = message(NLMSG_HDRLEN + IFADDRMSG + 2 * attrSpace(len));
   header(out, type, flags);
   out[NLMSG_HDRLEN] = af(ip.family);
   out[NLMSG_HDRLEN + 1] = prefix;
