@@ -186,6 +186,17 @@ test('a notification that could not be read makes it compare everything with the
   await waitUntil('the route is back', () => nl.routeTable.has('198.18.3.0/24'));
 });
 
+test('notifications lost to an overflow make it compare everything with the kernel, each time, with one warning', async (t) => {
+  const { nl, counts, log } = start(t, [lease(2), lease(3)]);
+  await waitUntil('programmed', () => counts().routes === 2);
+  for (const route of ['198.18.3.0/24', '198.18.2.0/24']) {
+    nl.routeTable.delete(route); // gone, its notification lost
+    nl.kernel.overflowed();
+    await waitUntil('the route is back', () => nl.routeTable.has(route));
+  }
+  assert.equal(log.lines.filter((l) => l.level === 'warn' && l['errno'] === 'ENOBUFS').length, 1);
+});
+
 test('status lists every peer lease it knows: programmed ones, and refused ones with the reason, until they are removed', async (t) => {
   const published: Array<WeftEvents['peers']> = [];
   t.after(subscribe('peers', (m) => published.push(m)));

@@ -238,6 +238,8 @@ export class FakeNetlink implements Netlink {
     },
     /** A notification the adapter could not read. */
     garbled: (): void => this.#notify({ kind: 'unparsed', type: 24 }),
+    /** The notification socket's buffer overflowed: notifications were dropped. */
+    overflowed: (): void => this.#notify({ kind: 'overflow', errno: 'ENOBUFS' }),
     /** Several notifications in one batch, as the kernel sends a burst; nothing changes. */
     notifyBatch: (changes: NetlinkChange[]): void => {
       for (const q of this.#subscribers) q.push(changes);
