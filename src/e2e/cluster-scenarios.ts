@@ -21,13 +21,7 @@ type TestContext = { after(fn: () => Promise<void> | void): void; readonly passe
 
 export async function startCluster(t: TestContext, suite: Suite, nodes = 3): Promise<Cluster> {
   const cluster = await Cluster.create({ nodes, config: suite.config, agentFlags: ['--ip-masq', ...(suite.agentFlags ?? [])], ...(suite.ipv6 ? { ipv6: true } : {}) });
-  t.after(async () => {
-    // The agents' logs with every test when asked (WEFT_TEST_LOG), and their ends with a failed
-    // one: a failure on a CI machine is otherwise all that is left of it.
-    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-    else if (t.passed === false) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}, the end of its log\n${n.log.slice(-4000)}\n`);
-    await cluster.destroy();
-  });
+  cluster.destroyAfter(t);
   // All agents at the same instant: they race for subnets and must all converge.
   for (const node of cluster.nodes) cluster.startAgent(node);
   await waitUntil('every agent wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet ?? e?.ipv6Subnet));
@@ -49,9 +43,21 @@ export async function assertFullMesh(cluster: Cluster): Promise<void> {
     return bad;
   };
   let last: string[] = [];
-  await waitUntil(`every pod pings every other (failing: ${last.join(' ')})`, async () => (last = await failing()).length === 0, 60_000).catch((err: unknown) => {
-    throw new Error(`pods cannot reach each other: ${last.join(' ')}`, { cause: err });
+  await waitUntil(`every pod pings every other (failing: ${last.join(' ')})`, async () => (last = await failing()).length === 0, 60_000).catch(async (err: unknown) => {
+    throw new Error(`pods cannot reach each other: ${last.join(' ')}; ${await meshReport(cluster)}`, { cause: err });
   });
+}
+
+/** Each node's subnet, agent and cluster routes in one line: what a failed mesh leaves in a CI log. */
+async function meshReport(cluster: Cluster): Promise<string> {
+  const parts = await Promise.all(
+    cluster.nodes.map(async (n) => {
+      const routes = await Promise.all([clusterRoutes(n, 4), n.ip6 ? clusterRoutes(n, 6) : []]).then((r) => r.flat(), (err: unknown) => [String(err)]);
+      const agent = n.agent && n.agent.exitCode === null && n.agent.signalCode === null ? 'running' : `ended (${String(n.agent?.exitCode ?? n.agent?.signalCode)})`;
+      return `${n.name} ${n.ip} pods ${n.pods.map((p) => p.ip).join(',')} agent ${agent} routes [${routes.join('; ')}]`;
+    }),
+  );
+  return parts.join(' | ');
 }
 
 /** The routes of a node that point into the cluster network (IPv4, or IPv6 with `family` 6), as text. */

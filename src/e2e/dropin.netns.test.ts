@@ -21,10 +21,7 @@ const anchor: NodeJS.ProcessEnv = existsSync(anchorPath) ? { WEFT_TEST_AGENT_BIN
 
 async function cluster(t: { after(fn: () => Promise<void>): void }, nodes: number, config: string): Promise<Cluster> {
   const c = await Cluster.create({ nodes, config, agentFlags: ['--ip-masq'] });
-  t.after(async () => {
-    if (process.env['WEFT_TEST_LOG']) for (const n of c.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-    await c.destroy();
-  });
+  c.destroyAfter(t);
   return c;
 }
 

@@ -143,10 +143,7 @@ test('kube mode dual-stack: Nodes with two podCIDRs, IPv6 annotations as flannel
     config: dual('vxlan'),
     kube: { podCidr: (n) => [`198.18.${n * 10}.0/24`, `2001:db8:1800:${n * 10}::/64`] },
   });
-  t.after(async () => {
-    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-    await cluster.destroy();
-  });
+  cluster.destroyAfter(t);
   const [n1] = cluster.nodes as [ClusterNode];
   for (const node of cluster.nodes) cluster.startAgent(node);
   await wait('every agent wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet && e.ipv6Subnet));

@@ -54,14 +54,14 @@ test('a secured 3-member etcd without gateway: weft (and flanneld) nodes as a ce
     config: '{"Network":"198.18.0.0/16","Backend":{"Type":"host-gw"}}',
     etcdMembers: { count: 3, ca, args: ['--enable-grpc-gateway=false', '--grpc-keepalive-min-time', '1s'] },
   });
-  t.after(async () => {
-    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-    if (process.env['WEFT_TEST_LOG']) process.stderr.write(`--- etcd\n${cluster.etcdLog}\n`);
-    await cluster.destroy();
-  });
+  cluster.destroyAfter(t);
   const [w1, w2, third] = cluster.nodes as [ClusterNode, ClusterNode, ClusterNode];
   const weftFlags = [`--etcd-keepalive-time=${keepaliveS}`];
+  // weft's nodes first: flanneld v0.20.2's watch keeps only the first event of each response and
+  // loses what comes between two watches (flannel-compat spec §12 item 6), so it learns peers
+  // reliably only from its first listing; two weft leases written together cost it one of them.
   for (const n of [w1, w2]) cluster.startAgent(n, weftFlags);
+  await waitUntil('the weft nodes wrote their subnet files', async () => (await Promise.all([w1, w2].map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet), 60_000);
   cluster.startAgent(third, haveAnchor ? [] : weftFlags, haveAnchor ? { WEFT_TEST_AGENT_BIN: anchor } : {});
   await waitUntil('every node wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet), 60_000);
   for (const n of cluster.nodes) await cluster.addPod(n);

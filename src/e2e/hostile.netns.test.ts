@@ -15,10 +15,7 @@ const port = 8473;
 
 test('hostile leases: a second claimant of a VtepMAC, stray keys and a lease planted with a node\'s address change nothing; every pod still reaches every other', { skip, timeout: 240_000 }, async (t) => {
   const cluster = await Cluster.create({ nodes: 3, config: '{"Network":"198.18.0.0/16","SubnetMin":"198.18.1.0","SubnetMax":"198.18.4.0","Backend":{"Type":"vxlan"}}' });
-  t.after(async () => {
-    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-    await cluster.destroy();
-  });
+  cluster.destroyAfter(t);
   const [n1, n2, n3] = cluster.nodes as [ClusterNode, ClusterNode, ClusterNode];
   // node1's operator chose the health server's address; the others keep flanneld's default, 0.0.0.0.
   const flagsOf = (n: ClusterNode): string[] => (n === n1 ? ['--healthz-ip=127.0.0.1', `--healthz-port=${port}`] : [`--healthz-port=${port}`]);

@@ -23,10 +23,7 @@ async function kubeCluster(t: TestContext, nodes: number, options: { podCidr?: (
     config: options.config ?? '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}',
     kube: { podCidr: options.podCidr ?? ((n) => `198.18.${n * 10}.0/24`) },
   });
-  t.after(async () => {
-    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-    await cluster.destroy();
-  });
+  cluster.destroyAfter(t);
   return cluster;
 }
 

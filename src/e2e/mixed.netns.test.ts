@@ -17,10 +17,7 @@ const skip = netnsSkipReason() ?? (existsSync(anchor) ? false : `no flanneld anc
 for (const backend of ['vxlan', 'host-gw'] as const) {
   test(`${backend}: flanneld v0.20.2 and weft nodes in one etcd cluster; every pod reaches every other, and each side reads the other's lease`, { skip, timeout: 240_000 }, async (t) => {
     const cluster = await Cluster.create({ nodes: 3, config: `{"Network":"198.18.0.0/16","Backend":{"Type":"${backend}"}}`, agentFlags: ['--ip-masq'] });
-    t.after(async () => {
-      if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-      await cluster.destroy();
-    });
+    cluster.destroyAfter(t);
     const [flanneld, ...wefts] = cluster.nodes;
     // weft's nodes first: flanneld v0.20.2's watch keeps only the first event of each response and
     // loses what came between (spec §12 item 6), so it learns peers reliably only from its first
@@ -39,10 +36,7 @@ for (const backend of ['vxlan', 'host-gw'] as const) {
 
 test('kube mode: flanneld v0.20.2 and weft nodes under one API server; every pod reaches every other', { skip, timeout: 240_000 }, async (t) => {
   const cluster = await Cluster.create({ nodes: 3, config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}', kube: { podCidr: (n) => `198.18.${n * 10}.0/24` }, agentFlags: ['--ip-masq'] });
-  t.after(async () => {
-    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-    await cluster.destroy();
-  });
+  cluster.destroyAfter(t);
   const [flanneld, ...wefts] = cluster.nodes;
   for (const n of wefts) cluster.startAgent(n);
   cluster.startAgent(flanneld!, [], { WEFT_TEST_AGENT_BIN: anchor });
@@ -58,10 +52,7 @@ test('dual-stack vxlan: flanneld v0.20.2 and weft nodes in one etcd cluster; eve
     config: '{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}',
     agentFlags: ['--ip-masq'],
   });
-  t.after(async () => {
-    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-    await cluster.destroy();
-  });
+  cluster.destroyAfter(t);
   const [flanneld, ...wefts] = cluster.nodes;
   for (const n of wefts) cluster.startAgent(n);
   await wait('the weft nodes wrote their subnet files', async () => (await Promise.all(wefts.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet && e.ipv6Subnet));

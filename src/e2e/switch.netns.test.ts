@@ -14,10 +14,7 @@ const links = async (n: ClusterNode): Promise<string[]> => (await ipJson<Array<{
 
 test('vxlan switched to host-gw: flannel.1 and its routes go, pods reach each other over host-gw; weft cleanup takes off the rest', { skip, timeout: 240_000 }, async (t) => {
   const cluster = await Cluster.create({ nodes: 2, config: '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}', agentFlags: ['--ip-masq'] });
-  t.after(async () => {
-    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-    await cluster.destroy();
-  });
+  cluster.destroyAfter(t);
   const [n1, n2] = cluster.nodes as [ClusterNode, ClusterNode];
   for (const n of cluster.nodes) cluster.startAgent(n);
   await wait('both subnet files', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet));
@@ -58,10 +55,7 @@ test('EnableIPv6 turned on keeps every node\'s IPv4 subnet and pods reach each o
   const v4 = '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}';
   const dual = '{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}';
   const cluster = await Cluster.create({ nodes: 2, config: v4, ipv6: true });
-  t.after(async () => {
-    if (process.env['WEFT_TEST_LOG']) for (const n of cluster.nodes) process.stderr.write(`--- ${n.name}\n${n.log}\n`);
-    await cluster.destroy();
-  });
+  cluster.destroyAfter(t);
   const restartAll = async (config: string, ups: number): Promise<void> => {
     for (const n of cluster.nodes) await cluster.stopAgent(n, 'SIGTERM');
     await cluster.etcd('put', '/coreos.com/network/config', config);

@@ -397,6 +397,21 @@ export class Cluster {
     return ipJson(node.ns, ['route', 'show']);
   }
 
+  /**
+   * Destroys the cluster after the test, first writing the agents' logs to stderr: whole when asked
+   * (WEFT_TEST_LOG), their ends when the test failed (node:test sets `passed` before the hooks
+   * run), since a failure on a CI machine is otherwise all that is left of it.
+   */
+  destroyAfter(t: { after(fn: () => Promise<void>): void; readonly passed?: boolean }, before?: () => Promise<void>): void {
+    t.after(async () => {
+      const whole = Boolean(process.env['WEFT_TEST_LOG']);
+      if (whole || t.passed === false) for (const n of this.nodes) process.stderr.write(`--- ${n.name}${whole ? '' : ', the end of its log'}\n${whole ? n.log : n.log.slice(-4000)}\n`);
+      if (whole && this.etcdLog) process.stderr.write(`--- etcd\n${this.etcdLog}\n`);
+      await before?.();
+      await this.destroy();
+    });
+  }
+
   async destroy(): Promise<void> {
     for (const node of this.nodes) await this.stopAgent(node, 'SIGKILL').catch(() => undefined);
     if (this.#etcd) await stopProcess(this.#etcd, 'SIGKILL').catch(() => undefined);

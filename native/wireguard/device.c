@@ -1,0 +1,834 @@
+#include "device.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "timers.h"
+
+#define BATCH 64
+#define HEADROOM DATA_HEADER_LEN
+#define UNDER_LOAD_PER_SECOND 1000
+#define COOKIE_SECRET_MAX_AGE (120 * NS_PER_S)
+#define COOKIE_MAX_AGE (120 * NS_PER_S - 5 * NS_PER_S)
+#define TICK_NS (100 * 1000 * 1000)
+
+uint64_t wg_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec + 1;
+}
+
+static uint64_t wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+static inline void count(struct wg_device *d, enum wg_counter c, uint64_t n) {
+  atomic_fetch_add_explicit(&d->counters[c], n, memory_order_relaxed);
+}
+
+int replay_check(struct replay *r, uint64_t counter) {
+  const uint64_t window = (REPLAY_WORDS - 1) * 64;
+  if (counter >= REJECT_AFTER_MESSAGES) return 0;
+  uint64_t index = counter >> 6;
+  if (counter > r->last) {
+    uint64_t current = r->last >> 6, diff = index - current;
+    if (diff > REPLAY_WORDS) diff = REPLAY_WORDS;
+    for (uint64_t i = 1; i <= diff; i++) r->bits[(current + i) % REPLAY_WORDS] = 0;
+    r->last = counter;
+  } else if (r->last - counter > window) {
+    return 0;
+  }
+  uint64_t bit = 1ULL << (counter & 63), *word = &r->bits[index % REPLAY_WORDS];
+  if (*word & bit) return 0;
+  *word |= bit;
+  return 1;
+}
+
+/* ---- keypairs and peers (write lock held) ---- */
+
+static void keypair_free(struct wg_device *d, struct wg_keypair *k) {
+  if (!k) return;
+  itab_remove(&d->index, k->local_index);
+  wg_wipe(k, sizeof *k);
+  free(k);
+}
+
+static void staged_clear(struct wg_device *d, struct wg_peer *p, int dropped) {
+  pthread_mutex_lock(&p->staged_lock);
+  if (dropped) count(d, WC_STAGED_DROPPED, p->staged_count);
+  for (unsigned i = 0; i < p->staged_count; i++) free(p->staged[(p->staged_head + i) % STAGED_MAX]);
+  p->staged_head = p->staged_count = 0;
+  pthread_mutex_unlock(&p->staged_lock);
+}
+
+static void handshake_clear(struct wg_device *d, struct wg_peer *p) {
+  if (p->hs.state == HS_INITIATION_CREATED) itab_remove(&d->index, p->hs.local_index);
+  wg_wipe(&p->hs, sizeof p->hs);
+}
+
+void wg_peer_expire(struct wg_device *d, struct wg_peer *p) {
+  handshake_clear(d, p);
+  keypair_free(d, p->current);
+  keypair_free(d, p->previous);
+  keypair_free(d, p->next);
+  p->current = p->previous = p->next = NULL;
+  p->attempt_started = 0;
+  p->last_initiation_sent = 0;
+}
+
+struct wg_peer *wg_peer_find(struct wg_device *d, const uint8_t pub[WG_KEY_LEN]) {
+  for (struct wg_peer *p = d->peers; p; p = p->next_peer)
+    if (memcmp(p->remote.pub, pub, WG_KEY_LEN) == 0) return p;
+  return NULL;
+}
+
+struct wg_peer *wg_peer_add(struct wg_device *d, const uint8_t pub[WG_KEY_LEN]) {
+  struct wg_peer *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  memcpy(p->remote.pub, pub, WG_KEY_LEN);
+  pthread_mutex_init(&p->staged_lock, NULL);
+  p->has_static_static = d->has_key && noise_remote_init(&p->remote, &d->self) == 0;
+  if (!d->has_key) noise_remote_init(&p->remote, &d->self);
+  p->next_peer = d->peers;
+  d->peers = p;
+  d->npeers++;
+  return p;
+}
+
+void wg_peer_clear_allowed(struct wg_device *d, struct wg_peer *p) {
+  for (size_t i = 0; i < p->nallowed; i++) atab_remove(&d->allowed, p->allowed[i].family, p->allowed[i].addr, p->allowed[i].prefix, p);
+  p->nallowed = 0;
+}
+
+static void forget_allowed(struct wg_peer *p, int family, const uint8_t *masked, int prefix) {
+  for (size_t i = 0; i < p->nallowed; i++) {
+    if (p->allowed[i].family == family && p->allowed[i].prefix == prefix && memcmp(p->allowed[i].addr, masked, 16) == 0) {
+      p->allowed[i] = p->allowed[--p->nallowed];
+      return;
+    }
+  }
+}
+
+int wg_peer_add_allowed(struct wg_device *d, struct wg_peer *p, int family, const uint8_t *addr, int prefix) {
+  uint8_t masked[16];
+  int err = 0;
+  mask_addr(masked, family, addr, prefix);
+  for (size_t i = 0; i < p->nallowed; i++)
+    if (p->allowed[i].family == family && p->allowed[i].prefix == prefix && memcmp(p->allowed[i].addr, masked, 16) == 0) return 0;
+  if (p->nallowed == p->capallowed) {
+    size_t cap = p->capallowed ? p->capallowed * 2 : 2;
+    struct wg_allowed *a = realloc(p->allowed, cap * sizeof *a);
+    if (!a) return ENOMEM;
+    p->allowed = a;
+    p->capallowed = cap;
+  }
+  struct wg_peer *old = atab_put(&d->allowed, family, masked, prefix, p, &err);
+  if (err) return err;
+  /* Allowed IPs are unique per device: the address moves from its previous peer. */
+  if (old) forget_allowed(old, family, masked, prefix);
+  struct wg_allowed *a = &p->allowed[p->nallowed++];
+  a->family = (uint8_t)family;
+  a->prefix = (uint8_t)prefix;
+  memcpy(a->addr, masked, 16);
+  return 0;
+}
+
+void wg_peer_remove(struct wg_device *d, struct wg_peer *p) {
+  for (struct wg_peer **pp = &d->peers; *pp; pp = &(*pp)->next_peer) {
+    if (*pp == p) {
+      *pp = p->next_peer;
+      break;
+    }
+  }
+  d->npeers--;
+  wg_peer_clear_allowed(d, p);
+  wg_peer_expire(d, p);
+  staged_clear(d, p, 1);
+  pthread_mutex_destroy(&p->staged_lock);
+  free(p->allowed);
+  wg_wipe(p, sizeof *p);
+  free(p);
+}
+
+int wg_device_set_key(struct wg_device *d, const uint8_t priv[WG_KEY_LEN]) {
+  if (d->has_key && memcmp(d->self.priv, priv, WG_KEY_LEN) == 0) return 0;
+  if (wg_is_zero(priv, WG_KEY_LEN)) {
+    wg_wipe(&d->self, sizeof d->self);
+    d->has_key = 0;
+  } else {
+    if (noise_static_init(&d->self, priv) != 0) return EINVAL;
+    d->has_key = 1;
+  }
+  for (struct wg_peer *p = d->peers, *next; p; p = next) {
+    next = p->next_peer;
+    /* A peer with this device's own public key cannot be talked to: wireguard-go drops it too. */
+    if (d->has_key && memcmp(p->remote.pub, d->self.pub, WG_KEY_LEN) == 0) {
+      wg_peer_remove(d, p);
+      continue;
+    }
+    p->has_static_static = d->has_key && noise_remote_init(&p->remote, &d->self) == 0;
+    wg_peer_expire(d, p);
+  }
+  return 0;
+}
+
+/* ---- sending ---- */
+
+static socklen_t endpoint_len(const struct sockaddr_in6 *ep) {
+  return ep->sin6_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+static void send_to(struct wg_device *d, const struct wg_peer *p, const uint8_t *buf, size_t len) {
+  if (sendto(d->udp, buf, len, MSG_DONTWAIT, (const struct sockaddr *)&p->endpoint, endpoint_len(&p->endpoint)) < 0) count(d, WC_SEND_ERRORS, 1);
+}
+
+static int keypair_usable(const struct wg_keypair *k, uint64_t now) {
+  return k && now - k->created < REJECT_AFTER_TIME && atomic_load_explicit(&k->send_counter, memory_order_relaxed) < REJECT_AFTER_MESSAGES;
+}
+
+/* Seals pkt (len bytes at buf + HEADROOM, room for padding and the tag after it) for k; the
+ * datagram's length, or 0 when the session is used up. */
+static size_t seal_data(struct wg_aead *a, struct wg_device *d, struct wg_keypair *k, uint8_t *buf, size_t len) {
+  uint64_t counter = atomic_fetch_add_explicit(&k->send_counter, 1, memory_order_relaxed);
+  if (counter >= REJECT_AFTER_MESSAGES) return 0;
+  size_t padded = (len + 15) & ~(size_t)15;
+  if (padded > d->mtu && len <= d->mtu) padded = d->mtu > len ? d->mtu : len;
+  memset(buf + HEADROOM + len, 0, padded - len);
+  wg_put_le32(buf, MSG_DATA);
+  wg_put_le32(buf + 4, k->remote_index);
+  for (int i = 0; i < 8; i++) buf[8 + i] = (uint8_t)(counter >> (8 * i));
+  if (wg_aead_seal(a, buf + HEADROOM, k->send, counter, buf + HEADROOM, padded, NULL, 0) != 0) return 0;
+  return HEADROOM + padded + WG_TAG_LEN;
+}
+
+static void send_keepalive(struct wg_device *d, struct wg_peer *p, uint64_t now) {
+  uint8_t buf[HEADROOM + WG_TAG_LEN];
+  if (!keypair_usable(p->current, now) || !p->endpoint.sin6_family) return;
+  size_t n = seal_data(d->hs_aead, d, p->current, buf, 0);
+  if (!n) return;
+  send_to(d, p, buf, n);
+  count(d, WC_KEEPALIVES_SENT, 1);
+  count(d, WC_SENT, 1);
+  atomic_store(&p->last_sent, now);
+}
+
+/* Sends what waited for a session (write lock held); 1 if anything went. */
+static int send_staged(struct wg_device *d, struct wg_peer *p, uint64_t now) {
+  int sent = 0;
+  if (!keypair_usable(p->current, now) || !p->endpoint.sin6_family) return 0;
+  pthread_mutex_lock(&p->staged_lock);
+  uint8_t *buf = malloc(HEADROOM + d->mtu + 16 + WG_TAG_LEN);
+  for (; buf && p->staged_count > 0; p->staged_count--, p->staged_head = (p->staged_head + 1) % STAGED_MAX) {
+    uint8_t *pkt = p->staged[p->staged_head];
+    size_t len = p->staged_len[p->staged_head];
+    memcpy(buf + HEADROOM, pkt, len);
+    free(pkt);
+    size_t n = seal_data(d->hs_aead, d, p->current, buf, len);
+    if (!n) continue;
+    send_to(d, p, buf, n);
+    count(d, WC_SENT, 1);
+    count(d, WC_SENT_BYTES, n);
+    atomic_fetch_add(&p->tx_bytes, n);
+    sent = 1;
+  }
+  pthread_mutex_unlock(&p->staged_lock);
+  free(buf);
+  if (sent) {
+    atomic_store(&p->last_sent, now);
+    atomic_store(&p->last_data_sent, now);
+  }
+  return sent;
+}
+
+static void add_macs(struct wg_device *d, struct wg_peer *p, uint8_t *msg, size_t mac1_off, uint64_t now) {
+  (void)d;
+  wg_mac(msg + mac1_off, p->remote.mac1_key, WG_HASH_LEN, msg, mac1_off);
+  memcpy(p->last_mac1, msg + mac1_off, WG_MAC_LEN);
+  p->last_mac1_valid = 1;
+  if (p->cookie_at && now - p->cookie_at < COOKIE_MAX_AGE) wg_mac(msg + mac1_off + WG_MAC_LEN, p->cookie, WG_MAC_LEN, msg, mac1_off + WG_MAC_LEN);
+  else memset(msg + mac1_off + WG_MAC_LEN, 0, WG_MAC_LEN);
+}
+
+static void send_initiation(struct wg_device *d, struct wg_peer *p, uint64_t now) {
+  uint8_t msg[INITIATION_LEN], eph[WG_KEY_LEN], ts[TIMESTAMP_LEN];
+  uint32_t index;
+  if (!d->has_key || !p->has_static_static) return;
+  if (!p->endpoint.sin6_family) {
+    count(d, WC_NO_ENDPOINT, 1);
+    return;
+  }
+  handshake_clear(d, p);
+  if (wg_random(eph, sizeof eph) != 0 || itab_add(&d->index, INDEX_HANDSHAKE, p, NULL, &index) != 0) return;
+  noise_tai64n(ts, wall_ns());
+  if (noise_create_initiation(d->hs_aead, &p->hs, &d->self, &p->remote, eph, ts, index, msg) != 0) {
+    itab_remove(&d->index, index);
+    wg_wipe(&p->hs, sizeof p->hs);
+  } else {
+    add_macs(d, p, msg, INITIATION_MAC1, now);
+    send_to(d, p, msg, sizeof msg);
+    count(d, WC_INITIATIONS_SENT, 1);
+    p->last_initiation_sent = now;
+    atomic_store(&p->last_sent, now);
+  }
+  wg_wipe(eph, sizeof eph);
+}
+
+/* ---- the handshake path (rx thread, write lock held) ---- */
+
+static int same_endpoint(const struct sockaddr_in6 *a, const struct sockaddr_in6 *b) {
+  return memcmp(a, b, endpoint_len(a)) == 0;
+}
+
+static void cookie_of(struct wg_device *d, uint8_t out[WG_MAC_LEN], const struct sockaddr_in6 *src, uint64_t now) {
+  if (!d->cookie_secret_at || now - d->cookie_secret_at >= COOKIE_SECRET_MAX_AGE) {
+    wg_random(d->cookie_secret, sizeof d->cookie_secret);
+    d->cookie_secret_at = now;
+  }
+  uint8_t who[18];
+  size_t n;
+  if (src->sin6_family == AF_INET6) {
+    memcpy(who, &src->sin6_addr, 16);
+    memcpy(who + 16, &src->sin6_port, 2);
+    n = 18;
+  } else {
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)src;
+    memcpy(who, &s4->sin_addr, 4);
+    memcpy(who + 4, &s4->sin_port, 2);
+    n = 6;
+  }
+  wg_mac(out, d->cookie_secret, sizeof d->cookie_secret, who, n);
+}
+
+/* mac1 must be right; under load, mac2 too, else a cookie reply goes back. 1 to go on. */
+static int check_macs(struct wg_device *d, const uint8_t *msg, size_t mac1_off, const struct sockaddr_in6 *src, uint64_t now) {
+  uint8_t mac[WG_MAC_LEN];
+  if (!d->has_key) return 0;
+  wg_mac(mac, d->self.mac1_key, WG_HASH_LEN, msg, mac1_off);
+  if (!wg_equal(mac, msg + mac1_off, WG_MAC_LEN)) {
+    count(d, WC_BAD_MAC, 1);
+    return 0;
+  }
+  if (now - d->load_window >= NS_PER_S) d->load_window = now, d->load_count = 0;
+  if (++d->load_count > UNDER_LOAD_PER_SECOND) d->under_load_until = now + NS_PER_S;
+  if (now >= d->under_load_until) return 1;
+  uint8_t cookie[WG_MAC_LEN];
+  cookie_of(d, cookie, src, now);
+  wg_mac(mac, cookie, WG_MAC_LEN, msg, mac1_off + WG_MAC_LEN);
+  if (wg_equal(mac, msg + mac1_off + WG_MAC_LEN, WG_MAC_LEN)) return 1;
+  uint8_t reply[COOKIE_LEN] = {MSG_COOKIE};
+  memcpy(reply + 4, msg + 4, 4);
+  wg_random(reply + 8, 24);
+  if (wg_xaead_seal(d->hs_aead, reply + 32, d->self.cookie_key, reply + 8, cookie, WG_MAC_LEN, msg + mac1_off, WG_MAC_LEN) == 0) {
+    if (sendto(d->udp, reply, sizeof reply, MSG_DONTWAIT, (const struct sockaddr *)src, endpoint_len(src)) >= 0) count(d, WC_COOKIES_SENT, 1);
+  }
+  return 0;
+}
+
+static struct wg_keypair *keypair_new(struct wg_device *d, struct wg_peer *p, int initiator, uint32_t local_index, uint64_t now) {
+  struct wg_keypair *k = calloc(1, sizeof *k);
+  if (!k) return NULL;
+  noise_derive_keys(&p->hs, initiator, k->send, k->recv);
+  k->local_index = local_index;
+  k->remote_index = p->hs.remote_index;
+  k->created = now;
+  k->initiator = initiator;
+  k->peer = p;
+  (void)d;
+  return k;
+}
+
+static void handshake_done(struct wg_device *d, struct wg_peer *p, uint64_t now) {
+  p->last_handshake = now;
+  p->last_handshake_wall_ns = wall_ns();
+  count(d, WC_HANDSHAKES, 1);
+}
+
+static void on_initiation(struct wg_device *d, const uint8_t *msg, const struct sockaddr_in6 *src, uint64_t now) {
+  struct noise_handshake hs = {0};
+  uint8_t pub[WG_KEY_LEN], ts[TIMESTAMP_LEN], eph[WG_KEY_LEN], reply[RESPONSE_LEN];
+  count(d, WC_INITIATIONS_RECEIVED, 1);
+  if (!check_macs(d, msg, INITIATION_MAC1, src, now)) return;
+  if (noise_consume_initiation(d->hs_aead, &hs, &d->self, msg, pub, ts) != 0) {
+    count(d, WC_BAD_HANDSHAKE, 1);
+    goto out;
+  }
+  struct wg_peer *p = wg_peer_find(d, pub);
+  if (!p || !p->has_static_static) {
+    count(d, WC_UNKNOWN_PEER, 1);
+    goto out;
+  }
+  /* A replayed initiation, or one too soon after the last: the timestamp must grow. */
+  if (memcmp(ts, p->latest_timestamp, TIMESTAMP_LEN) <= 0 || (p->last_initiation_consumed && now - p->last_initiation_consumed < INITIATIONS_MIN_INTERVAL)) {
+    count(d, WC_REPLAYED_HANDSHAKE, 1);
+    goto out;
+  }
+  memcpy(p->latest_timestamp, ts, TIMESTAMP_LEN);
+  p->last_initiation_consumed = now;
+  handshake_clear(d, p);
+  p->hs = hs;
+  if (!same_endpoint(&p->endpoint, src)) memcpy(&p->endpoint, src, endpoint_len(src));
+  uint32_t index;
+  if (wg_random(eph, sizeof eph) != 0) goto out;
+  struct wg_keypair *k = NULL;
+  if (itab_add(&d->index, INDEX_KEYPAIR, p, NULL, &index) != 0) goto out;
+  if (noise_create_response(d->hs_aead, &p->hs, &d->self, &p->remote, eph, index, reply) != 0 || !(k = keypair_new(d, p, 0, index, now))) {
+    itab_remove(&d->index, index);
+    wg_wipe(&p->hs, sizeof p->hs);
+    goto out;
+  }
+  itab_get(&d->index, index)->keypair = k;
+  keypair_free(d, p->next);
+  p->next = k;
+  add_macs(d, p, reply, RESPONSE_MAC1, now);
+  send_to(d, p, reply, sizeof reply);
+  count(d, WC_RESPONSES_SENT, 1);
+  atomic_store(&p->last_sent, now);
+  handshake_done(d, p, now);
+out:
+  wg_wipe(&hs, sizeof hs);
+  wg_wipe(eph, sizeof eph);
+}
+
+static void on_response(struct wg_device *d, const uint8_t *msg, const struct sockaddr_in6 *src, uint64_t now) {
+  count(d, WC_RESPONSES_RECEIVED, 1);
+  if (!check_macs(d, msg, RESPONSE_MAC1, src, now)) return;
+  struct index_entry *e = itab_get(&d->index, wg_get_le32(msg + 8));
+  if (!e || e->kind != INDEX_HANDSHAKE) {
+    count(d, WC_BAD_HANDSHAKE, 1);
+    return;
+  }
+  struct wg_peer *p = e->peer;
+  if (noise_consume_response(d->hs_aead, &p->hs, &d->self, &p->remote, msg) != 0) {
+    count(d, WC_BAD_HANDSHAKE, 1);
+    return;
+  }
+  uint32_t index = p->hs.local_index;
+  struct wg_keypair *k = keypair_new(d, p, 1, index, now);
+  if (!k) return;
+  e->kind = INDEX_KEYPAIR;
+  e->keypair = k;
+  keypair_free(d, p->previous);
+  keypair_free(d, p->next);
+  p->next = NULL;
+  p->previous = p->current;
+  p->current = k;
+  if (!same_endpoint(&p->endpoint, src)) memcpy(&p->endpoint, src, endpoint_len(src));
+  p->attempt_started = 0;
+  atomic_store(&p->want_handshake, 0);
+  atomic_store(&p->last_received, now);
+  handshake_done(d, p, now);
+  /* The responder uses the session once it hears on it: what waited goes, or a keepalive. */
+  if (!send_staged(d, p, now)) send_keepalive(d, p, now);
+}
+
+static void on_cookie(struct wg_device *d, const uint8_t *msg, uint64_t now) {
+  uint8_t cookie[WG_MAC_LEN];
+  struct index_entry *e = itab_get(&d->index, wg_get_le32(msg + 4));
+  if (!e || !e->peer->last_mac1_valid) {
+    count(d, WC_BAD_HANDSHAKE, 1);
+    return;
+  }
+  struct wg_peer *p = e->peer;
+  if (wg_xaead_open(d->hs_aead, cookie, p->remote.cookie_key, msg + 8, msg + 32, WG_MAC_LEN + WG_TAG_LEN, p->last_mac1, WG_MAC_LEN) != 0) {
+    count(d, WC_BAD_HANDSHAKE, 1);
+    return;
+  }
+  memcpy(p->cookie, cookie, WG_MAC_LEN);
+  p->cookie_at = now;
+  p->last_mac1_valid = 0;
+  count(d, WC_COOKIES_RECEIVED, 1);
+}
+
+/* The responder's session becomes the current one when the initiator first uses it. */
+static void confirm(struct wg_device *d, struct wg_keypair *k, uint64_t now) {
+  struct wg_peer *p = k->peer;
+  if (p->next != k) return;
+  keypair_free(d, p->previous);
+  p->previous = p->current;
+  p->current = k;
+  p->next = NULL;
+  p->attempt_started = 0;
+  atomic_store(&p->want_handshake, 0);
+  send_staged(d, p, now);
+}
+
+/* ---- threads ---- */
+
+struct slot {
+  uint8_t *buf;
+  size_t len;
+  struct sockaddr_in6 addr;
+};
+
+static int inner_addresses(const uint8_t *pkt, size_t len, int *family, const uint8_t **src, const uint8_t **dst, size_t *total) {
+  if (len >= 20 && pkt[0] >> 4 == 4) {
+    *family = 4, *src = pkt + 12, *dst = pkt + 16;
+    *total = (size_t)pkt[2] << 8 | pkt[3];
+    return *total >= 20 && *total <= len;
+  }
+  if (len >= 40 && pkt[0] >> 4 == 6) {
+    *family = 6, *src = pkt + 8, *dst = pkt + 24;
+    *total = 40 + ((size_t)pkt[4] << 8 | pkt[5]);
+    return *total <= len;
+  }
+  return 0;
+}
+
+static int wait_readable(struct wg_device *d, int fd) {
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  while (!atomic_load(&d->stopping)) {
+    int r = poll(&pfd, 1, 200);
+    if (r > 0) return 1;
+    if (r < 0 && errno != EINTR) return 0;
+  }
+  return 0;
+}
+
+static void stage(struct wg_device *d, struct wg_peer *p, const uint8_t *pkt, size_t len) {
+  uint8_t *copy = malloc(len);
+  if (!copy) return;
+  memcpy(copy, pkt, len);
+  pthread_mutex_lock(&p->staged_lock);
+  if (p->staged_count == STAGED_MAX) {
+    free(p->staged[p->staged_head]);
+    p->staged_head = (p->staged_head + 1) % STAGED_MAX;
+    p->staged_count--;
+    count(d, WC_STAGED_DROPPED, 1);
+  }
+  unsigned at = (p->staged_head + p->staged_count++) % STAGED_MAX;
+  p->staged[at] = copy;
+  p->staged_len[at] = (uint16_t)len;
+  pthread_mutex_unlock(&p->staged_lock);
+  count(d, WC_STAGED, 1);
+}
+
+static void *tun_to_udp(void *arg) {
+  struct wg_device *d = arg;
+  struct wg_aead *a = wg_aead_new();
+  size_t cap = HEADROOM + d->mtu + 16 + WG_TAG_LEN;
+  uint8_t *bufs = malloc(BATCH * cap);
+  struct mmsghdr msgs[BATCH];
+  struct iovec iov[BATCH];
+  struct sockaddr_in6 to[BATCH];
+  size_t lens[BATCH];
+  if (!a || !bufs) goto out;
+  while (wait_readable(d, d->tun)) {
+    unsigned n = 0;
+    for (; n < BATCH; n++) {
+      ssize_t r = read(d->tun, bufs + n * cap + HEADROOM, d->mtu);
+      if (r <= 0) break;
+      lens[n] = (size_t)r;
+    }
+    if (n == 0) continue;
+    count(d, WC_TUN_PACKETS, n);
+    unsigned out = 0;
+    int kick = 0;
+    uint64_t now = wg_now();
+    pthread_rwlock_rdlock(&d->lock);
+    for (unsigned i = 0; i < n; i++) {
+      uint8_t *buf = bufs + i * cap;
+      const uint8_t *src, *dst;
+      int family;
+      size_t total;
+      if (!inner_addresses(buf + HEADROOM, lens[i], &family, &src, &dst, &total)) {
+        count(d, WC_MALFORMED, 1);
+        continue;
+      }
+      struct wg_peer *p = atab_lookup(&d->allowed, family, dst);
+      if (!p) {
+        count(d, WC_NO_PEER, 1);
+        continue;
+      }
+      struct wg_keypair *k = p->current;
+      if (!keypair_usable(k, now) || !p->endpoint.sin6_family) {
+        if (!p->endpoint.sin6_family) count(d, WC_NO_ENDPOINT, 1);
+        else stage(d, p, buf + HEADROOM, lens[i]);
+        atomic_store(&p->want_handshake, 1);
+        kick = 1;
+        continue;
+      }
+      size_t len = seal_data(a, d, k, buf, lens[i]);
+      if (!len) {
+        stage(d, p, buf + HEADROOM, lens[i]);
+        atomic_store(&p->want_handshake, 1);
+        kick = 1;
+        continue;
+      }
+      if (k->initiator && now - k->created >= REKEY_AFTER_TIME) atomic_store(&p->want_handshake, 1);
+      memcpy(&to[out], &p->endpoint, sizeof to[out]);
+      iov[out] = (struct iovec){.iov_base = buf, .iov_len = len};
+      msgs[out] = (struct mmsghdr){.msg_hdr = {.msg_name = &to[out], .msg_namelen = endpoint_len(&p->endpoint), .msg_iov = &iov[out], .msg_iovlen = 1}};
+      out++;
+      atomic_store_explicit(&p->last_sent, now, memory_order_relaxed);
+      atomic_store_explicit(&p->last_data_sent, now, memory_order_relaxed);
+      atomic_fetch_add_explicit(&p->tx_bytes, len, memory_order_relaxed);
+      count(d, WC_SENT_BYTES, len);
+    }
+    pthread_rwlock_unlock(&d->lock);
+    if (kick) wg_device_kick(d);
+    for (unsigned done = 0; done < out;) {
+      int r = sendmmsg(d->udp, msgs + done, out - done, 0);
+      if (r <= 0) {
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EAGAIN) {
+          struct pollfd pfd = {.fd = d->udp, .events = POLLOUT};
+          poll(&pfd, 1, 100);
+          continue;
+        }
+        count(d, WC_SEND_ERRORS, out - done);
+        done++;
+        continue;
+      }
+      count(d, WC_SENT, (uint64_t)r);
+      done += (unsigned)r;
+    }
+  }
+out:
+  free(bufs);
+  wg_aead_free(a);
+  return NULL;
+}
+
+static void on_data(struct wg_device *d, struct wg_aead *a, struct slot *s, uint64_t now, int *deliver, struct wg_keypair **to_confirm) {
+  *deliver = 0;
+  struct index_entry *e = itab_get(&d->index, wg_get_le32(s->buf + 4));
+  struct wg_keypair *k = e && e->kind == INDEX_KEYPAIR ? e->keypair : NULL;
+  if (!k || now - k->created >= REJECT_AFTER_TIME) {
+    count(d, WC_BAD_DATA, 1);
+    return;
+  }
+  uint64_t counter = 0;
+  for (int i = 7; i >= 0; i--) counter = counter << 8 | s->buf[8 + i];
+  size_t clen = s->len - HEADROOM;
+  if (wg_aead_open(a, s->buf + HEADROOM, k->recv, counter, s->buf + HEADROOM, clen, NULL, 0) != 0) {
+    count(d, WC_BAD_DATA, 1);
+    return;
+  }
+  if (!replay_check(&k->replay, counter)) {
+    count(d, WC_REPLAYED, 1);
+    return;
+  }
+  struct wg_peer *p = k->peer;
+  count(d, WC_RECEIVED, 1);
+  count(d, WC_RECEIVED_BYTES, s->len);
+  atomic_fetch_add_explicit(&p->rx_bytes, s->len, memory_order_relaxed);
+  atomic_store_explicit(&p->last_received, now, memory_order_relaxed);
+  if (p->next == k) *to_confirm = k;
+  /* An initiator whose session nears its end makes the next one before it is refused. */
+  if (k->initiator && p->current == k && now - k->created >= REJECT_AFTER_TIME - KEEPALIVE_TIMEOUT - REKEY_TIMEOUT) atomic_store(&p->want_handshake, 1);
+  size_t plain = clen - WG_TAG_LEN, total;
+  if (plain == 0) return; /* a keepalive */
+  const uint8_t *src, *dst;
+  int family;
+  if (!inner_addresses(s->buf + HEADROOM, plain, &family, &src, &dst, &total)) {
+    count(d, WC_MALFORMED, 1);
+    return;
+  }
+  /* Cryptokey routing: a peer speaks only for its allowed IPs. */
+  if (atab_lookup(&d->allowed, family, src) != p) {
+    count(d, WC_BAD_SOURCE, 1);
+    return;
+  }
+  atomic_store_explicit(&p->last_data_received, now, memory_order_relaxed);
+  s->len = total;
+  *deliver = 1;
+}
+
+static void *udp_to_tun(void *arg) {
+  struct wg_device *d = arg;
+  struct wg_aead *a = wg_aead_new();
+  size_t cap = HEADROOM + (d->mtu > 1500 ? d->mtu : 1500) + 64 + WG_TAG_LEN;
+  uint8_t *bufs = malloc(BATCH * cap);
+  struct mmsghdr msgs[BATCH];
+  struct iovec iov[BATCH];
+  struct slot slots[BATCH];
+  int deliver[BATCH];
+  if (!a || !bufs) goto out;
+  while (wait_readable(d, d->udp)) {
+    for (unsigned i = 0; i < BATCH; i++) {
+      slots[i].buf = bufs + i * cap;
+      iov[i] = (struct iovec){.iov_base = slots[i].buf, .iov_len = cap};
+      msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &slots[i].addr, .msg_namelen = sizeof slots[i].addr, .msg_iov = &iov[i], .msg_iovlen = 1}};
+    }
+    int n = recvmmsg(d->udp, msgs, BATCH, MSG_DONTWAIT, NULL);
+    if (n <= 0) continue;
+    uint64_t now = wg_now();
+    struct wg_keypair *confirm_k[BATCH];
+    int nconfirm = 0;
+    pthread_rwlock_rdlock(&d->lock);
+    for (int i = 0; i < n; i++) {
+      struct slot *s = &slots[i];
+      s->len = msgs[i].msg_len;
+      deliver[i] = 0;
+      if ((msgs[i].msg_hdr.msg_flags & MSG_TRUNC) || s->len < 4) {
+        count(d, WC_MALFORMED, 1);
+        continue;
+      }
+      uint32_t type = wg_get_le32(s->buf);
+      if (type == MSG_DATA && s->len >= DATA_MIN_LEN) {
+        struct wg_keypair *k = NULL;
+        on_data(d, a, s, now, &deliver[i], &k);
+        if (k) confirm_k[nconfirm++] = k;
+        continue;
+      }
+      if (!((type == MSG_INITIATION && s->len == INITIATION_LEN) || (type == MSG_RESPONSE && s->len == RESPONSE_LEN) || (type == MSG_COOKIE && s->len == COOKIE_LEN))) {
+        count(d, WC_MALFORMED, 1);
+        continue;
+      }
+      pthread_rwlock_unlock(&d->lock);
+      pthread_rwlock_wrlock(&d->lock);
+      if (type == MSG_INITIATION) on_initiation(d, s->buf, &s->addr, now);
+      else if (type == MSG_RESPONSE) on_response(d, s->buf, &s->addr, now);
+      else on_cookie(d, s->buf, now);
+      pthread_rwlock_unlock(&d->lock);
+      pthread_rwlock_rdlock(&d->lock);
+    }
+    pthread_rwlock_unlock(&d->lock);
+    if (nconfirm > 0) {
+      pthread_rwlock_wrlock(&d->lock);
+      /* Still the one the index names: a handshake in between may have replaced it. */
+      for (int i = 0; i < nconfirm; i++) {
+        for (struct wg_peer *p = d->peers; p; p = p->next_peer) {
+          if (p->next == confirm_k[i]) {
+            confirm(d, confirm_k[i], now);
+            break;
+          }
+        }
+      }
+      pthread_rwlock_unlock(&d->lock);
+    }
+    for (int i = 0; i < n; i++) {
+      if (!deliver[i]) continue;
+      if (write(d->tun, slots[i].buf + HEADROOM, slots[i].len) < 0) count(d, WC_WRITE_ERRORS, 1);
+      else count(d, WC_DELIVERED, 1);
+    }
+  }
+out:
+  free(bufs);
+  wg_aead_free(a);
+  return NULL;
+}
+
+static void tick(struct wg_device *d, uint64_t now) {
+  for (struct wg_peer *p = d->peers; p; p = p->next_peer) {
+    struct wg_timer_state t = {
+      .now = now,
+      .last_sent = atomic_load(&p->last_sent),
+      .last_data_sent = atomic_load(&p->last_data_sent),
+      .last_received = atomic_load(&p->last_received),
+      .last_data_received = atomic_load(&p->last_data_received),
+      .last_handshake = p->last_handshake,
+      .last_initiation_sent = p->last_initiation_sent,
+      .attempt_started = p->attempt_started,
+      .current_keypair_created = p->current ? p->current->created : 0,
+      .current_keypair_initiator = p->current ? p->current->initiator : -1,
+      .want_handshake = atomic_load(&p->want_handshake),
+      .persistent_keepalive_s = p->keepalive_s,
+      .jitter_ns = p->jitter_ns,
+    };
+    unsigned due = wg_timers_due(&t);
+    if (due & T_GIVE_UP) {
+      p->attempt_started = 0;
+      atomic_store(&p->want_handshake, 0);
+      handshake_clear(d, p);
+      staged_clear(d, p, 1);
+    }
+    if (due & T_SEND_INITIATION) {
+      if (!p->attempt_started) p->attempt_started = now;
+      uint32_t r = 0;
+      wg_random((uint8_t *)&r, sizeof r);
+      p->jitter_ns = r % (333 * 1000 * 1000);
+      send_initiation(d, p, now);
+    }
+    if (due & T_SEND_KEEPALIVE) send_keepalive(d, p, now);
+    if (due & T_WIPE_KEYS) wg_peer_expire(d, p);
+    /* Sessions past their time are of no use to anyone: their keys go. */
+    if (p->previous && now - p->previous->created >= REJECT_AFTER_TIME) keypair_free(d, p->previous), p->previous = NULL;
+    if (p->next && now - p->next->created >= REJECT_AFTER_TIME) keypair_free(d, p->next), p->next = NULL;
+  }
+}
+
+static void *timers(void *arg) {
+  struct wg_device *d = arg;
+  while (!atomic_load(&d->stopping)) {
+    pthread_rwlock_wrlock(&d->lock);
+    tick(d, wg_now());
+    pthread_rwlock_unlock(&d->lock);
+    pthread_mutex_lock(&d->timer_lock);
+    if (!atomic_load(&d->stopping)) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += TICK_NS;
+      if (until.tv_nsec >= (long)NS_PER_S) until.tv_sec++, until.tv_nsec -= NS_PER_S;
+      pthread_cond_timedwait(&d->timer_cond, &d->timer_lock, &until);
+    }
+    pthread_mutex_unlock(&d->timer_lock);
+  }
+  return NULL;
+}
+
+void wg_device_kick(struct wg_device *d) {
+  pthread_mutex_lock(&d->timer_lock);
+  pthread_cond_signal(&d->timer_cond);
+  pthread_mutex_unlock(&d->timer_lock);
+}
+
+struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port) {
+  if (wg_crypto_init() != 0) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  struct wg_device *d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  d->tun = tun;
+  d->udp = udp;
+  d->mtu = mtu;
+  d->port = port;
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  d->udp_family = getsockname(udp, (struct sockaddr *)&ss, &sl) == 0 ? ss.ss_family : AF_INET;
+  pthread_rwlock_init(&d->lock, NULL);
+  pthread_mutex_init(&d->timer_lock, NULL);
+  pthread_cond_init(&d->timer_cond, NULL);
+  d->hs_aead = wg_aead_new();
+  if (!d->hs_aead || itab_init(&d->index) != 0 || atab_init(&d->allowed) != 0) goto fail;
+  if (pthread_create(&d->rx_thread, NULL, udp_to_tun, d) != 0) goto fail;
+  d->threads = 1;
+  if (pthread_create(&d->tx_thread, NULL, tun_to_udp, d) != 0) goto fail;
+  d->threads = 2;
+  if (pthread_create(&d->timer_thread, NULL, timers, d) != 0) goto fail;
+  d->threads = 3;
+  return d;
+fail:
+  wg_device_stop(d);
+  errno = ENOMEM;
+  return NULL;
+}
+
+void wg_device_stop(struct wg_device *d) {
+  atomic_store(&d->stopping, 1);
+  wg_device_kick(d);
+  if (d->threads >= 1) pthread_join(d->rx_thread, NULL);
+  if (d->threads >= 2) pthread_join(d->tx_thread, NULL);
+  if (d->threads >= 3) pthread_join(d->timer_thread, NULL);
+  while (d->peers) wg_peer_remove(d, d->peers);
+  if (d->index.buckets) itab_free(&d->index);
+  if (d->allowed.buckets) atab_free(&d->allowed);
+  wg_aead_free(d->hs_aead);
+  pthread_rwlock_destroy(&d->lock);
+  pthread_mutex_destroy(&d->timer_lock);
+  pthread_cond_destroy(&d->timer_cond);
+  wg_wipe(d, sizeof *d);
+  free(d);
+}
+
+void wg_device_counters(struct wg_device *d, uint64_t out[WC_COUNT]) {
+  for (int i = 0; i < WC_COUNT; i++) out[i] = atomic_load_explicit(&d->counters[i], memory_order_relaxed);
+}
