@@ -51,16 +51,18 @@ node_modules/.package-lock.json: package.json package-lock.json
 	@touch $@
 
 # weft's N-API addons (sd_notify; udp_tun, the udp backend's packet path; resident, which drops
-# start-up code from the resident set; nl_socket, the rtnetlink socket), built with node-gyp
+# start-up code from the resident set; nl_socket, the rtnetlink socket; wireguard, WireGuard's
+# protocol over OpenSSL's libcrypto where the kernel has none), built with node-gyp
 # against the pinned Node's own headers.
 NODE_GYP := $(dir $(shell readlink -f $(shell command -v npm)))../node_modules/node-gyp/bin/node-gyp.js
-ADDONS := native/sd-notify/build/Release/sd_notify.node native/udp-tun/build/Release/udp_tun.node native/resident/build/Release/resident.node native/nl-socket/build/Release/nl_socket.node
+ADDONS := native/sd-notify/build/Release/sd_notify.node native/udp-tun/build/Release/udp_tun.node native/resident/build/Release/resident.node native/nl-socket/build/Release/nl_socket.node native/wireguard/build/Release/wireguard.node
 native: $(ADDONS)
 
 native/sd-notify/build/Release/sd_notify.node: native/sd-notify/sd-notify.c native/sd-notify/binding.gyp native/include/weft-napi.h
 native/resident/build/Release/resident.node: native/resident/resident.c native/resident/binding.gyp native/include/weft-napi.h
 native/nl-socket/build/Release/nl_socket.node: native/nl-socket/nl-socket.c native/nl-socket/binding.gyp native/include/weft-napi.h
 native/udp-tun/build/Release/udp_tun.node: $(wildcard native/udp-tun/*.c native/udp-tun/*.h) native/udp-tun/binding.gyp native/include/weft-napi.h
+native/wireguard/build/Release/wireguard.node: $(wildcard native/wireguard/*.c native/wireguard/*.h) native/wireguard/binding.gyp native/include/weft-napi.h
 $(ADDONS):
 	@for tool in gcc g++ make python3; do command -v $$tool >/dev/null || { \
 	  echo "setup: building weft's native addons needs $$tool: apt-get install gcc g++ make python3 (make setup does, as root)" >&2; exit 1; }; done

@@ -62,9 +62,10 @@ export default tseslint.config(
   // The etcd client's codecs: pure, under the client that does the I/O.
   zone(['src/subnet/etcd/proto-wire.ts', 'src/subnet/etcd/etcd-messages.ts', 'src/subnet/etcd/grpc-frame.ts', 'src/subnet/etcd/etcd-endpoint.ts'], layers.pure),
   zone(['src/backend/**/*.ts'], layers.backend),
-  zone(['src/backend/vxlan/**/*.ts'], [...layers.backend, otherBackends('host-gw', 'udp')]),
-  zone(['src/backend/host-gw/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'udp')]),
-  zone(['src/backend/udp/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'host-gw')]),
+  zone(['src/backend/vxlan/**/*.ts'], [...layers.backend, otherBackends('host-gw', 'udp', 'wireguard')]),
+  zone(['src/backend/host-gw/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'udp', 'wireguard')]),
+  zone(['src/backend/udp/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'host-gw', 'wireguard')]),
+  zone(['src/backend/wireguard/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'host-gw', 'udp')]),
   zone(['src/netlink/**/*.ts', 'src/traffic/**/*.ts'], layers.adapter),
   zone(['src/cni/**/*.ts'], layers.cni),
   zone(['src/health/**/*.ts'], layers.health),

@@ -2,27 +2,27 @@
 # `make image`: weft's container image, built with buildah from a Debian base that debootstrap
 # makes (no registry involved), saved as an OCI archive under dist/. The runtime image holds the
 # single executable (dist/cni/flannel: Node and the CNI plugin in one file, also the image's weft
-# and flanneld), weft's runtime JavaScript and sd_notify addon, its production dependencies, and
-# iptables, nftables and iproute2: no compiler, no TypeScript, no devDependencies, no systemd.
+# and flanneld), weft's runtime JavaScript and native addons, its production dependencies, and
+# iptables, nftables, iproute2 and libcrypto: no compiler, no TypeScript, no devDependencies, no systemd.
 set -eu
 cd "$(dirname "$0")/.."
 version=$(node -p "require('./package.json').version")
 tag="localhost/weft:v$version"
 work=${WEFT_IMAGE_WORK:-/var/tmp/weft-image}
-rootfs="$work/rootfs-bookworm"
+rootfs="$work/rootfs-bookworm-2"
 start=$(date +%s)
 
 # The base: Debian's minimal system with the agent's tools, cached between builds; what a running
 # agent never reads (package lists and caches, documentation, locales, iconv's charset modules, the
 # time zone database: Node carries its own) is left out.
-if [ ! -f "$work/rootfs-bookworm.done" ]; then
+if [ ! -f "$work/rootfs-bookworm-2.done" ]; then
   rm -rf "$rootfs"
   mkdir -p "$work"
-  debootstrap --variant=minbase --include=iptables,nftables,iproute2 bookworm "$rootfs" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+  debootstrap --variant=minbase --include=iptables,nftables,iproute2,libssl3 bookworm "$rootfs" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
   rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/cache/debconf/*-old "$rootfs"/var/log/* \
     "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/* \
     "$rootfs"/usr/lib/*-linux-gnu/gconv "$rootfs"/usr/share/zoneinfo
-  touch "$work/rootfs-bookworm.done"
+  touch "$work/rootfs-bookworm-2.done"
 fi
 
 stage="$work/stage"
@@ -35,8 +35,9 @@ ln -s flannel "$stage/opt/weft/bin/weft"
 (cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*') |
   while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
 # weft's addons: sd_notify (READY=1 without systemd), udp_tun (the udp backend's packet path),
-# resident (drops start-up code from the resident set) and nl_socket (the rtnetlink socket).
-for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tun.node resident/build/Release/resident.node nl-socket/build/Release/nl_socket.node; do
+# resident (drops start-up code from the resident set), nl_socket (the rtnetlink socket) and
+# wireguard (WireGuard where the kernel has none; it links libssl3's libcrypto).
+for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tun.node resident/build/Release/resident.node nl-socket/build/Release/nl_socket.node wireguard/build/Release/wireguard.node; do
   mkdir -p "$stage/opt/weft/native/$(dirname "$addon")"
   cp "native/$addon" "$stage/opt/weft/native/$addon"
 done

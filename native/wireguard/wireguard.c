@@ -338,18 +338,18 @@ static napi_value TimersDue(napi_env env, napi_callback_info info) {
 
 static napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
-    {"openTun", NULL, OpenTun, NULL, NULL, NULL, napi_default, NULL},
-    {"openUdp", NULL, OpenUdp, NULL, NULL, NULL, napi_default, NULL},
-    {"closeFd", NULL, CloseFd, NULL, NULL, NULL, napi_default, NULL},
-    {"start", NULL, Start, NULL, NULL, NULL, napi_default, NULL},
-    {"uapi", NULL, Uapi, NULL, NULL, NULL, napi_default, NULL},
-    {"counters", NULL, Counters, NULL, NULL, NULL, napi_default, NULL},
-    {"stop", NULL, Stop, NULL, NULL, NULL, napi_default, NULL},
-    {"hchacha20", NULL, Hchacha20, NULL, NULL, NULL, napi_default, NULL},
-    {"mac", NULL, Mac, NULL, NULL, NULL, napi_default, NULL},
-    {"handshake", NULL, Handshake, NULL, NULL, NULL, napi_default, NULL},
-    {"replay", NULL, Replay, NULL, NULL, NULL, napi_default, NULL},
-    {"timersDue", NULL, TimersDue, NULL, NULL, NULL, napi_default, NULL},
+    {"openTun", NULL, OpenTun, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"openUdp", NULL, OpenUdp, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"closeFd", NULL, CloseFd, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"start", NULL, Start, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"uapi", NULL, Uapi, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"counters", NULL, Counters, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"stop", NULL, Stop, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"hchacha20", NULL, Hchacha20, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"mac", NULL, Mac, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"handshake", NULL, Handshake, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"replay", NULL, Replay, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"timersDue", NULL, TimersDue, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -50,8 +50,16 @@ export interface Network {
   run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void>;
   /** The peers it knows and their state, for `weft status` (empty before `run`). */
   peers(): readonly PeerStatus[];
-  /** A userspace packet path's counters since start (udp): packets by what became of them, bytes. */
-  packetCounters(): Readonly<Record<string, number>> | undefined;
+  /** A packet path's counters since start (udp, weft's WireGuard): packets by what became of them, bytes. */
+  packetCounters(): PacketCounters | undefined;
+}
+
+/** The counters of a backend's packet path, which lives in native memory and is read when asked. */
+export interface PacketCounters {
+  readonly backend: 'udp' | 'wireguard';
+  /** weft's own path, or the kernel's (which counts nothing weft can read). */
+  readonly path: 'userspace' | 'kernel';
+  readonly counters: Readonly<Record<string, number>>;
 }
 
 export interface BackendFactory {

@@ -5,10 +5,10 @@
  * stay valid across restarts. The private key goes only to the backend that hands it to the
  * kernel; nothing logs it.
  */
-import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
+import { x25519PrivateKey, x25519PublicKey } from '../core/x25519.js';
 
 export interface KeyPair {
   /** Standard base64 of the raw 32-byte keys. */
@@ -20,9 +20,6 @@ export interface KeyStore {
   /** The node's Curve25519 key pair: read from its file, or made and written there first. */
   curve25519(): Promise<KeyPair>;
 }
-
-/** PKCS#8 DER of an X25519 private key is this prefix and the 32 raw bytes. */
-const pkcs8Prefix = Buffer.from('302e020100300506032b656e04220420', 'hex');
 
 export class FileKeyStore implements KeyStore {
   readonly #path: string;
@@ -39,8 +36,7 @@ export class FileKeyStore implements KeyStore {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new WeftError(ErrorCodes.CONFIG, `cannot read the key file ${this.#path}: ${errorMessage(err)}`, { cause: err });
     }
     if (text !== undefined) return keyPair(text.trim(), this.#path);
-    const raw = generateKeyPairSync('x25519').privateKey.export({ format: 'der', type: 'pkcs8' }).subarray(pkcs8Prefix.length);
-    const privateKey = raw.toString('base64');
+    const privateKey = x25519PrivateKey();
     // Written whole or not at all: a half-written key would be a new identity on the next start.
     const tmp = `${this.#path}.${process.pid}.tmp`;
     try {
@@ -58,7 +54,5 @@ export class FileKeyStore implements KeyStore {
 function keyPair(privateKey: string, path: string): KeyPair {
   const raw = /^[A-Za-z0-9+/]{43}=$/.test(privateKey) ? Buffer.from(privateKey, 'base64') : undefined;
   if (raw?.length !== 32) throw new WeftError(ErrorCodes.CONFIG, `the key file ${path} does not hold a base64 Curve25519 key (44 characters)`);
-  const key = createPrivateKey({ key: Buffer.concat([pkcs8Prefix, raw]), format: 'der', type: 'pkcs8' });
-  const spki = createPublicKey(key).export({ format: 'der', type: 'spki' });
-  return { privateKey, publicKey: spki.subarray(spki.length - 32).toString('base64') };
+  return { privateKey, publicKey: x25519PublicKey(privateKey) };
 }

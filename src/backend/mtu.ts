@@ -5,6 +5,7 @@
  * but the kernel caps an IPv6 vxlan device at underlay − 70 (it reported 1430 when asked for 1450
  * over a 1500-byte link), so weft asks for what the kernel gives (spec §12 item 15). udp: IPv4 20
  * + UDP 8, as flannel; it carries IPv4 only. host-gw: nothing, pods get the interface's MTU.
+ * wireguard: 80 whatever the family, as flannel (spec wireguard.md §1.7).
  */
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { Family } from '../ip/ip.js';
@@ -13,6 +14,8 @@ export const encapsulationOverhead = {
   vxlan: { 4: 50, 6: 70 },
   udp: { 4: 28, 6: 48 },
   none: { 4: 0, 6: 0 },
+  // flannel's: IPv6 40 + UDP 8 + WireGuard's header 16 + tag 16, for both families.
+  wireguard: { 4: 80, 6: 80 },
 } as const satisfies Record<string, Record<Family, number>>;
 
 export type Encapsulation = keyof typeof encapsulationOverhead;

@@ -9,7 +9,7 @@ import type { Logger } from '../core/log.js';
 import type { Family } from '../ip/ip.js';
 import { type Lease, type LeaseAttrs, type LeaseEvent } from '../lease/lease.js';
 import type { Netlink } from '../netlink/netlink.js';
-import type { Network } from './backend.js';
+import type { Network, PacketCounters } from './backend.js';
 import type { EntryKind, Program } from './entry-kind.js';
 import { type FamilyPlane, withLease } from './family-plane.js';
 import { type Refusal, programFamilies } from './lease-program.js';
@@ -69,8 +69,8 @@ export interface BackendDriver {
   links(): readonly number[];
   /** Once the reconciler has stopped: release or hand over what the next agent takes. */
   stop?(): void;
-  /** A userspace packet path's counters. */
-  packetCounters?(): Readonly<Record<string, number>>;
+  /** A packet path's counters. */
+  packetCounters?(): PacketCounters;
 }
 
 export interface OverlayOptions {
@@ -122,7 +122,7 @@ export class OverlayNetwork implements Network {
     return this.#reconciler?.status() ?? [];
   }
 
-  packetCounters(): Readonly<Record<string, number>> | undefined {
+  packetCounters(): PacketCounters | undefined {
     return this.#driver.packetCounters?.();
   }
 

@@ -7,17 +7,19 @@ import type { BackendFactory } from './backend.js';
 import { hostGwBackend } from './host-gw/host-gw-backend.js';
 import { udpBackend } from './udp/udp-backend.js';
 import { vxlanBackend } from './vxlan/vxlan-backend.js';
+import { wireguardBackend } from './wireguard/wireguard-backend.js';
 
 export const backendFactories: ReadonlyMap<string, BackendFactory> = new Map([
   ['vxlan', vxlanBackend],
   ['host-gw', hostGwBackend],
   ['udp', udpBackend],
+  ['wireguard', wireguardBackend],
   ['alloc', allocBackend],
   ['extension', extensionBackend],
 ]);
 
 /** flannel's other backends: known names that this weft does not have (yet). */
-const notAvailable = new Set(['wireguard', 'ipip', 'ipsec', 'tencent-vpc']);
+const notAvailable = new Set(['ipip', 'ipsec', 'tencent-vpc']);
 
 export function backendFactory(type: string): BackendFactory {
   const factory = backendFactories.get(type);

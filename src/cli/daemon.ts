@@ -467,7 +467,7 @@ class Agent {
       peers: network?.peers() ?? [],
       ...(changedAt !== undefined ? { configChangedAt: changedAt } : {}),
       ...(this.#registry && this.#registry.skippedEntries().length > 0 ? { skipped: this.#registry.skippedEntries() } : {}),
-      ...(packets ? { packets } : {}),
+      ...(packets ? { packets: packets.counters, dataPath: `${packets.backend}, ${packets.path === 'userspace' ? 'weft\'s own' : 'the kernel\'s'}` } : {}),
     };
   }
 }

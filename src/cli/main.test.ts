@@ -50,7 +50,9 @@ test('config check runs the agent\'s own checks, backend options included; --hel
   const dir = await mkdtemp(join(tmpdir(), 'weft-cli-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const cases: Array<[string, RegExp]> = [
-    ['{"Network":"198.18.0.0/16","Backend":{"Type":"wireguard"}}', /the wireguard backend is not available in this version of weft; it has vxlan, host-gw, udp/],
+    ['{"Network":"198.18.0.0/16","Backend":{"Type":"ipip"}}', /the ipip backend is not available in this version of weft; it has vxlan, host-gw, udp, wireguard/],
+    ['{"Network":"198.18.0.0/16","Backend":{"Type":"wireguard","Mode":"Auto"}}', /Backend\.Mode must be one of separate, auto, ipv4, ipv6/],
+    ['{"Network":"198.18.0.0/16","Backend":{"Type":"wireguard","MTU":100}}', /Backend\.MTU 100 is too small: an IPv4 wireguard device needs an underlay MTU of at least 148/],
     ['{"Network":"198.18.0.0/16","Backend":{"Type":"udp","Port":70000}}', /Backend\.Port must be an integer from 0 to 65535/],
     ['{"Network":"198.18.0.0/16","EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"udp"}}', /udp backend carries IPv4 only/],
     ['{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan","VNI":"x"}}', /Backend\.VNI must be an integer from 0 to 16777215, got the string "x"/],

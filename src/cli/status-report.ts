@@ -35,8 +35,10 @@ export interface StatusReport {
   readonly configChangedAt?: number;
   /** Registry entries skipped as invalid (a lease overwritten with garbage keeps its last valid form programmed). */
   readonly skipped?: ReadonlyArray<{ readonly key: string; readonly reason: string; readonly since: number }>;
-  /** The udp backend's packet path, since the agent started (udp-addon.ts: counterNames). */
+  /** A packet path's counters since the agent started (udp-addon.ts, wg-addon.ts: the names). */
   readonly packets?: Readonly<Record<string, number>>;
+  /** Whose packet path: `udp, weft's own`, `wireguard, weft's own` or `wireguard, the kernel's`. */
+  readonly dataPath?: string;
 }
 
 const ago = (at: number, now: number): string => {
@@ -57,6 +59,7 @@ export function formatStatus(r: StatusReport, now = Date.now()): string {
     lines.push('lease:     none yet');
   }
   if (r.iface) lines.push(`interface: ${r.iface.name}, MTU ${r.iface.mtu}${r.mtu ? `; pods' MTU ${r.mtu}` : ''}${r.trafficMode ? `; rules: ${r.trafficMode}` : ''}`);
+  if (r.dataPath) lines.push(`data path: ${r.dataPath}`);
   if (r.packets) lines.push(`packets:   ${packetLine(r.packets)}`);
   const counts = new Map<string, number>();
   for (const p of r.peers) counts.set(p.state, (counts.get(p.state) ?? 0) + 1);
@@ -73,9 +76,12 @@ export function formatStatus(r: StatusReport, now = Date.now()): string {
   return lines.join('\n') + '\n';
 }
 
+/** Counters that name dropped packets, of the udp path and of weft's WireGuard. */
+const dropReasons = ['noRoute', 'ttlExpired', 'noPeer', 'noEndpoint', 'stagedDropped', 'badMac', 'badHandshake', 'unknownPeer', 'replayedHandshake', 'badData', 'replayed', 'badSource', 'malformed', 'sendErrors', 'writeErrors'];
+
 function packetLine(c: Readonly<Record<string, number>>): string {
   const mb = (n = 0): string => (n < 1e6 ? `${(n / 1e3).toFixed(1)} kB` : `${(n / 1e6).toFixed(1)} MB`);
-  const dropped = ['noRoute', 'ttlExpired', 'malformed', 'sendErrors', 'writeErrors']
+  const dropped = dropReasons
     .filter((k) => (c[k] ?? 0) > 0)
     .map((k) => `${c[k]} ${k.replace(/[A-Z]/g, (m) => ` ${m.toLowerCase()}`)}`);
   return `sent ${c['sent'] ?? 0} (${mb(c['sentBytes'])}), received ${c['received'] ?? 0} (${mb(c['receivedBytes'])})${dropped.length ? `; dropped: ${dropped.join(', ')}` : '; none dropped'}`;

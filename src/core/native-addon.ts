@@ -4,6 +4,7 @@
  */
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { getSystemErrorName } from 'node:util';
 
 export function nativeAddonPath(dir: string, file: string): string {
   return fileURLToPath(new URL(`../../../native/${dir}/build/Release/${file}.node`, import.meta.url));
@@ -16,5 +17,16 @@ export function loadNativeAddon<T>(dir: string, file: string): T | undefined {
   } catch (err) {
     if ((err as { code?: unknown }).code === 'MODULE_NOT_FOUND') return undefined;
     throw err;
+  }
+}
+
+/** The errno name (`ENOENT`, ...) of an Error an addon threw with a numeric `errno`; EIO without one. */
+export function nativeErrnoName(err: unknown): string {
+  const errno = (err as { errno?: unknown } | null)?.errno;
+  if (typeof errno !== 'number') return 'EIO';
+  try {
+    return getSystemErrorName(-Math.abs(errno));
+  } catch {
+    return `errno ${errno}`;
   }
 }

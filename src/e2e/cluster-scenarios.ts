@@ -8,7 +8,7 @@ import { ipJson, nsExec } from '../testing/netns.js';
 import { waitUntil } from '../testing/wait.js';
 
 export interface Suite {
-  readonly backend: 'vxlan' | 'host-gw' | 'udp';
+  readonly backend: 'vxlan' | 'host-gw' | 'udp' | 'wireguard';
   readonly config: string;
   /** An IPv6 underlay beside the IPv4 one. */
   readonly ipv6?: boolean;

@@ -77,7 +77,7 @@ test('label values are escaped', () => {
 
 test('the udp packet path\'s counters are read when scraped, and absent before the backend runs', () => {
   let counters: Record<string, number> | undefined;
-  const m = new Metrics({ version: '9.9.9', lastContact: () => undefined, packetCounters: () => counters });
+  const m = new Metrics({ version: '9.9.9', lastContact: () => undefined, packetCounters: () => (counters ? { backend: 'udp', path: 'userspace', counters } : undefined) });
   try {
     assert.doesNotMatch(m.render(), /weft_udp_/);
     counters = { tunPackets: 12, sent: 40, sentBytes: 56_000, received: 38, receivedBytes: 2_000, delivered: 38, noRoute: 2, ttlExpired: 0, malformed: 1, sendErrors: 0, writeErrors: 0 };
@@ -90,6 +90,29 @@ test('the udp packet path\'s counters are read when scraped, and absent before t
       'weft_udp_packets_total{event="malformed"} 1',
       'weft_udp_bytes_total{direction="sent"} 56000',
     ]) assert.ok(text.split('\n').includes(line), `missing: ${line}`);
+    assert.doesNotMatch(text, /^weft_wireguard_/m);
+  } finally {
+    m.close();
+  }
+});
+
+test('weft\'s WireGuard data path: which path, packets by fate, handshake messages by fate, sessions and bytes', () => {
+  const counters = { tunPackets: 5, sent: 4, sentBytes: 512, received: 3, receivedBytes: 384, delivered: 3, staged: 1, badMac: 7, cookiesSent: 2, handshakes: 1, replayed: 9 };
+  const m = new Metrics({ version: '9.9.9', lastContact: () => undefined, packetCounters: () => ({ backend: 'wireguard', path: 'userspace', counters }) });
+  try {
+    const text = m.render();
+    for (const line of [
+      'weft_wireguard_data_path{path="userspace"} 1',
+      'weft_wireguard_packets_total{event="sent"} 4',
+      'weft_wireguard_packets_total{event="waited_for_handshake"} 1',
+      'weft_wireguard_packets_total{event="replayed"} 9',
+      'weft_wireguard_packets_total{event="bad_source"} 0',
+      'weft_wireguard_handshake_messages_total{event="bad_mac1"} 7',
+      'weft_wireguard_handshake_messages_total{event="cookie_sent"} 2',
+      'weft_wireguard_handshakes_total 1',
+      'weft_wireguard_bytes_total{direction="received"} 384',
+    ]) assert.ok(text.split('\n').includes(line), `missing: ${line}`);
+    assert.doesNotMatch(text, /^weft_udp_/m);
   } finally {
     m.close();
   }

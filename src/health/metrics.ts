@@ -97,9 +97,21 @@ export interface MetricsOptions {
   readonly version: string;
   /** When the registry last confirmed this node's lease (ms since the epoch), as the health check knows it. */
   readonly lastContact: () => number | undefined;
-  /** The udp backend's packet path counters, read when scraped (they live in native memory). */
-  readonly packetCounters?: () => Readonly<Record<string, number>> | undefined;
+  /** A packet path's counters (udp, weft's WireGuard), read when scraped (they live in native memory). */
+  readonly packetCounters?: () => { readonly backend: string; readonly path: string; readonly counters: Readonly<Record<string, number>> } | undefined;
 }
+
+/** Counter names of weft's WireGuard data path (wg-addon.ts), as the metrics' `event` labels. */
+const wgPacketEvents: ReadonlyArray<[string, string]> = [
+  ['tunPackets', 'read_from_tun'], ['sent', 'sent'], ['received', 'received'], ['delivered', 'written_to_tun'], ['keepalivesSent', 'keepalive_sent'],
+  ['staged', 'waited_for_handshake'], ['stagedDropped', 'dropped_waiting'], ['noPeer', 'no_peer'], ['noEndpoint', 'no_endpoint'], ['badData', 'bad_data'],
+  ['replayed', 'replayed'], ['badSource', 'bad_source'], ['malformed', 'malformed'], ['sendErrors', 'send_error'], ['writeErrors', 'write_error'],
+];
+const wgHandshakeEvents: ReadonlyArray<[string, string]> = [
+  ['initiationsSent', 'initiation_sent'], ['initiationsReceived', 'initiation_received'], ['responsesSent', 'response_sent'], ['responsesReceived', 'response_received'],
+  ['cookiesSent', 'cookie_sent'], ['cookiesReceived', 'cookie_received'], ['badMac', 'bad_mac1'], ['badHandshake', 'bad_handshake'], ['unknownPeer', 'unknown_key'],
+  ['replayedHandshake', 'replayed_initiation'],
+];
 
 /** Counter names of the udp packet path, as the metric's `event` label. */
 const packetEvents: ReadonlyArray<[string, string]> = [
@@ -154,24 +166,34 @@ export class Metrics {
     });
     const packets = options.packetCounters;
     if (packets) {
-      this.#families.push({
-        name: 'weft_udp_packets_total',
-        help: 'Packets of the udp backend\'s packet path, by what became of them (sent to a peer, received, written to flannel0, or dropped and why).',
-        type: 'counter',
-        render: () => {
-          const c = packets();
-          return c ? packetEvents.map(([key, event]) => `weft_udp_packets_total{event="${event}"} ${number(c[key] ?? 0)}`) : [];
-        },
+      const of = (backend: string): Readonly<Record<string, number>> | undefined => {
+        const p = packets();
+        return p?.backend === backend ? p.counters : undefined;
+      };
+      const family = (name: string, help: string, type: 'counter' | 'gauge', render: () => string[]): void => {
+        this.#families.push({ name, help, type, render });
+      };
+      const events = (metric: string, backend: string, names: ReadonlyArray<[string, string]>) => (): string[] => {
+        const c = of(backend);
+        return c ? names.map(([key, event]) => `${metric}{event="${event}"} ${number(c[key] ?? 0)}`) : [];
+      };
+      const bytes = (metric: string, backend: string) => (): string[] => {
+        const c = of(backend);
+        return c ? [`${metric}{direction="sent"} ${number(c['sentBytes'] ?? 0)}`, `${metric}{direction="received"} ${number(c['receivedBytes'] ?? 0)}`] : [];
+      };
+      family('weft_udp_packets_total', 'Packets of the udp backend\'s packet path, by what became of them (sent to a peer, received, written to flannel0, or dropped and why).', 'counter', events('weft_udp_packets_total', 'udp', packetEvents));
+      family('weft_udp_bytes_total', 'Bytes of pod packets the udp backend sent to and received from peers.', 'counter', bytes('weft_udp_bytes_total', 'udp'));
+      family('weft_wireguard_data_path', 'Which WireGuard carries the pods\' packets: the kernel\'s, or weft\'s own where the kernel has none; always 1.', 'gauge', () => {
+        const p = packets();
+        return p?.backend === 'wireguard' ? [`weft_wireguard_data_path{path="${p.path}"} 1`] : [];
       });
-      this.#families.push({
-        name: 'weft_udp_bytes_total',
-        help: 'Bytes of pod packets the udp backend sent to and received from peers.',
-        type: 'counter',
-        render: () => {
-          const c = packets();
-          return c ? [`weft_udp_bytes_total{direction="sent"} ${number(c['sentBytes'] ?? 0)}`, `weft_udp_bytes_total{direction="received"} ${number(c['receivedBytes'] ?? 0)}`] : [];
-        },
+      family('weft_wireguard_packets_total', 'Packets of weft\'s WireGuard data path, by what became of them (sent, received, written to the device, waited for a handshake, or dropped and why).', 'counter', events('weft_wireguard_packets_total', 'wireguard', wgPacketEvents));
+      family('weft_wireguard_handshake_messages_total', 'WireGuard handshake messages sent and received, and those refused and why.', 'counter', events('weft_wireguard_handshake_messages_total', 'wireguard', wgHandshakeEvents));
+      family('weft_wireguard_handshakes_total', 'WireGuard sessions made, as initiator or responder.', 'counter', () => {
+        const c = of('wireguard');
+        return c ? [`weft_wireguard_handshakes_total ${number(c['handshakes'] ?? 0)}`] : [];
       });
+      family('weft_wireguard_bytes_total', 'Bytes of WireGuard datagrams sent to and received from peers.', 'counter', bytes('weft_wireguard_bytes_total', 'wireguard'));
     }
     const on = this.#unsubscribe;
     on.push(subscribe('lease', (m) => {

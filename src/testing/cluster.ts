@@ -309,7 +309,8 @@ export class Cluster {
     const inherited = { ...process.env };
     delete inherited['NOTIFY_SOCKET'];
     delete inherited['NODE_EXTRA_CA_CERTS'];
-    const child = this.#spawn(node.ns, bin, `${node.name}.log`, args, { ...inherited, NODE_NAME: node.name, ...env });
+    // Each node its own WireGuard key: flannel's default, /run/flannel/wgkey, is one file for every namespace.
+    const child = this.#spawn(node.ns, bin, `${node.name}.log`, args, { ...inherited, NODE_NAME: node.name, WIREGUARD_KEY_FILE: join(node.dir, 'wgkey'), ...env });
     node.agent = child;
     const append = (d: Buffer): void => {
       node.log = (node.log + d.toString()).slice(-200_000);

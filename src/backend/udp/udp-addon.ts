@@ -4,9 +4,8 @@
  * Node cannot: a TUN needs an ioctl, and fs.read of one goes through the thread pool (about
  * 16,000 packets/s measured here). Everything else of the backend is TypeScript.
  */
-import { getSystemErrorName } from 'node:util';
 import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
-import { loadNativeAddon, nativeAddonPath } from '../../core/native-addon.js';
+import { loadNativeAddon, nativeAddonPath, nativeErrnoName } from '../../core/native-addon.js';
 import { KernelError } from '../../netlink/netlink.js';
 
 declare const forwarderBrand: unique symbol;
@@ -75,20 +74,10 @@ export function udpTunAddon(): UdpTunAddon {
       try {
         return fn.apply(raw, args);
       } catch (err) {
-        throw new KernelError(errorMessage(err), errnoName(err), { cause: err });
+        throw new KernelError(errorMessage(err), nativeErrnoName(err), { cause: err });
       }
     };
   }
   loaded = wrapped;
   return loaded;
-}
-
-function errnoName(err: unknown): string {
-  const errno = (err as { errno?: unknown } | null)?.errno;
-  if (typeof errno !== 'number') return 'EIO';
-  try {
-    return getSystemErrorName(-Math.abs(errno));
-  } catch {
-    return `errno ${errno}`;
-  }
 }

@@ -15,7 +15,7 @@ import type { FdHandover } from '../../core/handover.js';
 import { containsCidr } from '../../ip/cidr.js';
 import { type IpAddr, formatIp, ipEquals } from '../../ip/ip.js';
 import { type Lease, publicIpOf, subnetOf } from '../../lease/lease.js';
-import type { BackendDeps, BackendFactory } from '../backend.js';
+import type { BackendDeps, BackendFactory, PacketCounters } from '../backend.js';
 import type { EntryKind, Program } from '../entry-kind.js';
 import type { FamilyPlane } from '../family-plane.js';
 import { routeKind } from '../kinds/route-kind.js';
@@ -116,8 +116,8 @@ class UdpDriver implements BackendDriver {
     return [...(this.#tun.index === undefined ? [] : [this.#tun.index]), this.#deps.extIface.index];
   }
 
-  packetCounters(): Readonly<Record<string, number>> {
-    return this.#forwarder.counters();
+  packetCounters(): PacketCounters {
+    return { backend: 'udp', path: 'userspace', counters: this.#forwarder.counters() };
   }
 
   /** Nothing read is dropped: the threads send what they hold, then the kernel queues. */

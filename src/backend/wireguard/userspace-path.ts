@@ -1,0 +1,133 @@
+/**
+ * WireGuard where the kernel has none: weft's own data path (native/wireguard, wg-addon.ts), one
+ * per device. The device is a persistent TUN named as flannel names its devices, so its address
+ * and route outlive the agent as the kernel's device would; the protocol state (keys, sessions,
+ * peers) lives in the addon and is configured through the same port as the kernel's.
+ */
+import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import { KernelError, type Netlink, errnoOf, linkKind } from '../../netlink/netlink.js';
+import { checkResponse, formatSet, parseGet } from '../../netlink/wg-uapi.js';
+import type { WgChange, WgDevice, WireGuardPort } from '../../netlink/wireguard.js';
+import { type WgDeviceHandle, type WireguardAddon, wgCounterNames, wgCountersOf } from './wg-addon.js';
+
+export interface WgDeviceSpec {
+  readonly listenPort: number;
+  readonly privateKey: string;
+  readonly mtu: number;
+}
+
+/** How the backend holds its devices: the kernel's WireGuard, or weft's own. */
+export interface WgDataPath {
+  readonly kind: 'kernel' | 'userspace';
+  readonly port: WireGuardPort;
+  /** Makes the device, or takes the one there, with this key and port; its link index. */
+  ensure(name: string, spec: WgDeviceSpec): Promise<number>;
+  /** Packet and handshake counters since start, summed over the devices (userspace only). */
+  counters(): Readonly<Record<string, number>> | undefined;
+  /** Releases the devices; the links, their addresses and routes stay. */
+  stop(): void;
+}
+
+interface Running {
+  readonly tun: number;
+  readonly udp: number;
+  readonly handle: WgDeviceHandle;
+  readonly index: number;
+  readonly listenPort: number;
+}
+
+export class UserspacePath implements WgDataPath, WireGuardPort {
+  readonly kind = 'userspace';
+  readonly port: WireGuardPort = this;
+  readonly #addon: WireguardAddon;
+  readonly #nl: Netlink;
+  readonly #log: Logger;
+  readonly #devices = new Map<string, Running>();
+
+  constructor(addon: WireguardAddon, netlink: Netlink, log: Logger) {
+    this.#addon = addon;
+    this.#nl = netlink;
+    this.#log = log;
+  }
+
+  async ensure(name: string, spec: WgDeviceSpec): Promise<number> {
+    const running = this.#devices.get(name);
+    const link = await this.#nl.linkByName(name);
+    if (running && link?.index === running.index && running.listenPort === spec.listenPort) {
+      this.#configure(name, running, { privateKey: spec.privateKey });
+      if (link.mtu !== spec.mtu) await this.#nl.setLink(link.index, { mtu: spec.mtu });
+      return running.index;
+    }
+    if (running) this.#release(name, running);
+    if (link && linkKind(link) !== 'tun') {
+      // A kernel WireGuard device of this name (flanneld's, on a node whose kernel had one before):
+      // weft's own path needs a TUN in its place.
+      this.#log.warn({ device: name, kind: linkKind(link) }, 'replacing a device that is not a TUN with weft\'s WireGuard TUN');
+      await this.#nl.deleteLink(link.index);
+    }
+    const tun = this.#addon.openTun(name);
+    let udp: number | undefined;
+    try {
+      const made = await this.#nl.linkByName(name);
+      if (!made) throw new KernelError(`the TUN device ${name} vanished as it was opened`, 'ENODEV');
+      if (made.mtu !== spec.mtu) await this.#nl.setLink(made.index, { mtu: spec.mtu });
+      try {
+        udp = this.#addon.openUdp(spec.listenPort);
+      } catch (err) {
+        throw new WeftError(ErrorCodes.CONFIG, `cannot listen on UDP port ${spec.listenPort} for ${name}: ${errorMessage(err)} (is flanneld or another WireGuard on this node using it?)`, { cause: err });
+      }
+      const handle = this.#addon.start(tun, udp, spec.mtu, spec.listenPort);
+      const dev = { tun, udp, handle, index: made.index, listenPort: spec.listenPort };
+      this.#devices.set(name, dev);
+      this.#configure(name, dev, { privateKey: spec.privateKey, listenPort: spec.listenPort });
+      this.#log.info({ device: name, listenPort: spec.listenPort, mtu: spec.mtu, existed: link !== undefined }, 'WireGuard device up (weft\'s own data path)');
+      return made.index;
+    } catch (err) {
+      const dev = this.#devices.get(name);
+      if (dev) this.#release(name, dev);
+      else {
+        if (udp !== undefined) this.#addon.closeFd(udp);
+        this.#addon.closeFd(tun);
+      }
+      throw err;
+    }
+  }
+
+  async device(name: string): Promise<WgDevice | undefined> {
+    const dev = this.#devices.get(name);
+    return dev ? parseGet(this.#addon.uapi(dev.handle, 'get=1\n\n')) : undefined;
+  }
+
+  async configure(name: string, change: WgChange): Promise<void> {
+    const dev = this.#devices.get(name);
+    if (!dev) throw new KernelError(`configure the WireGuard device ${name}`, 'ENODEV');
+    this.#configure(name, dev, change);
+  }
+
+  counters(): Readonly<Record<string, number>> {
+    const sum: Record<string, number> = Object.fromEntries(wgCounterNames.map((n) => [n, 0]));
+    for (const dev of this.#devices.values()) for (const [k, v] of Object.entries(wgCountersOf(this.#addon.counters(dev.handle)))) sum[k] = (sum[k] ?? 0) + v;
+    return sum;
+  }
+
+  stop(): void {
+    for (const [name, dev] of [...this.#devices]) this.#release(name, dev);
+  }
+
+  #configure(name: string, dev: Running, change: WgChange): void {
+    checkResponse(this.#addon.uapi(dev.handle, formatSet(change)), `configure the WireGuard device ${name}`);
+  }
+
+  #release(name: string, dev: Running): void {
+    this.#devices.delete(name);
+    this.#addon.stop(dev.handle);
+    for (const fd of [dev.udp, dev.tun]) {
+      try {
+        this.#addon.closeFd(fd);
+      } catch (err) {
+        this.#log.warn({ device: name, errno: errnoOf(err) }, 'closing a WireGuard device\'s descriptor failed');
+      }
+    }
+  }
+}
