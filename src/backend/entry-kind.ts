@@ -47,6 +47,12 @@ export interface EntryKind<T extends object = object> {
   readonly exclusive?: { readonly code: string; describe(entry: T): string };
   /** Called after every pass that may have written entries of this kind: a kind whose "kernel" takes its entries whole (udp's table) writes them here. */
   flush?(): void;
+  /**
+   * For a kind whose "kernel" reports changes made outside the reconciler by other means than
+   * netlink (weft's own WireGuard device, configured by hand through its UAPI socket): `changed`
+   * is called on each, and makes a full pass. Returns the unsubscribe.
+   */
+  onOutsideChange?(changed: () => void): () => void;
 }
 
 /** The entries a program wants, by kind name. A kind the backend did not declare is a bug. */

@@ -166,6 +166,12 @@ export class Reconciler {
         if (!signal.aborted) this.#log.error({ err }, 'netlink monitor failed; relying on the periodic reconcile');
       }
     })();
+    // Kinds whose "kernel" announces its changes itself (entry-kind.ts).
+    const outside = this.#kinds.map((kind) =>
+      kind.onOutsideChange?.(() => {
+        if (this.#synced) kick();
+      }),
+    );
     const repairer = (async () => {
       while (!signal.aborted) {
         if (!dirty) await this.#clock.sleep(this.#periodMs, AbortSignal.any([signal, wake.signal])).catch(() => undefined);
@@ -223,6 +229,7 @@ export class Reconciler {
         }
       }
     } finally {
+      for (const unsubscribe of outside) unsubscribe?.();
       kick();
       await Promise.allSettled([monitor, repairer]);
     }

@@ -236,6 +236,7 @@ class Agent {
           extIface: iface,
           planes,
           keys: new FileKeyStore(this.#o.env['WIREGUARD_KEY_FILE'] || defaultKeyFile),
+          ...(this.#o.env['WEFT_WIREGUARD_SOCKET_DIR'] ? { wireguardSocketDir: this.#o.env['WEFT_WIREGUARD_SOCKET_DIR'] } : {}),
           clock: this.#clock,
           ...(previous ? { previous } : {}),
           stateFile,

@@ -309,8 +309,9 @@ export class Cluster {
     const inherited = { ...process.env };
     delete inherited['NOTIFY_SOCKET'];
     delete inherited['NODE_EXTRA_CA_CERTS'];
-    // Each node its own WireGuard key: flannel's default, /run/flannel/wgkey, is one file for every namespace.
-    const child = this.#spawn(node.ns, bin, `${node.name}.log`, args, { ...inherited, NODE_NAME: node.name, WIREGUARD_KEY_FILE: join(node.dir, 'wgkey'), ...env });
+    // Each node its own WireGuard key and UAPI sockets: flannel's /run/flannel/wgkey and wg's
+    // /var/run/wireguard are one directory for every namespace.
+    const child = this.#spawn(node.ns, bin, `${node.name}.log`, args, { ...inherited, NODE_NAME: node.name, WIREGUARD_KEY_FILE: join(node.dir, 'wgkey'), WEFT_WIREGUARD_SOCKET_DIR: join(node.dir, 'wireguard'), ...env });
     node.agent = child;
     const append = (d: Buffer): void => {
       node.log = (node.log + d.toString()).slice(-200_000);

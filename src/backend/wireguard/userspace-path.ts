@@ -9,6 +9,7 @@ import type { Logger } from '../../core/log.js';
 import { KernelError, type Netlink, errnoOf, linkKind } from '../../netlink/netlink.js';
 import { checkResponse, formatSet, parseGet } from '../../netlink/wg-uapi.js';
 import type { WgChange, WgDevice, WireGuardPort } from '../../netlink/wireguard.js';
+import { UapiServer } from './uapi-server.js';
 import { type WgDeviceHandle, type WireguardAddon, wgCounterNames, wgCountersOf } from './wg-addon.js';
 
 export interface WgDeviceSpec {
@@ -27,6 +28,8 @@ export interface WgDataPath {
   counters(): Readonly<Record<string, number>> | undefined;
   /** Releases the devices; the links, their addresses and routes stay. */
   stop(): void;
+  /** Calls `changed` when a device was changed by hand (its UAPI socket); returns the unsubscribe. */
+  onOutsideChange?(changed: () => void): () => void;
 }
 
 interface Running {
@@ -35,6 +38,7 @@ interface Running {
   readonly handle: WgDeviceHandle;
   readonly index: number;
   readonly listenPort: number;
+  readonly server?: UapiServer;
 }
 
 export class UserspacePath implements WgDataPath, WireGuardPort {
@@ -44,11 +48,20 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
   readonly #nl: Netlink;
   readonly #log: Logger;
   readonly #devices = new Map<string, Running>();
+  readonly #socketDir: string | undefined;
+  readonly #listeners = new Set<() => void>();
 
-  constructor(addon: WireguardAddon, netlink: Netlink, log: Logger) {
+  /** `socketDir`: where each device's UAPI socket goes (`wg` looks in /var/run/wireguard); undefined: none. */
+  constructor(addon: WireguardAddon, netlink: Netlink, log: Logger, socketDir?: string) {
     this.#addon = addon;
     this.#nl = netlink;
     this.#log = log;
+    this.#socketDir = socketDir;
+  }
+
+  onOutsideChange(changed: () => void): () => void {
+    this.#listeners.add(changed);
+    return () => this.#listeners.delete(changed);
   }
 
   async ensure(name: string, spec: WgDeviceSpec): Promise<number> {
@@ -78,9 +91,11 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
         throw new WeftError(ErrorCodes.CONFIG, `cannot listen on UDP port ${spec.listenPort} for ${name}: ${errorMessage(err)} (is flanneld or another WireGuard on this node using it?)`, { cause: err });
       }
       const handle = this.#addon.start(tun, udp, spec.mtu, spec.listenPort);
-      const dev = { tun, udp, handle, index: made.index, listenPort: spec.listenPort };
+      const server = this.#socketDir === undefined ? undefined : this.#server(name, handle);
+      const dev = { tun, udp, handle, index: made.index, listenPort: spec.listenPort, ...(server ? { server } : {}) };
       this.#devices.set(name, dev);
       this.#configure(name, dev, { privateKey: spec.privateKey, listenPort: spec.listenPort });
+      await server?.start().catch((err: unknown) => this.#log.warn({ err, socket: server.path }, `cannot serve the WireGuard UAPI socket (\`wg show ${name}\` will not work): ${errorMessage(err)}`));
       this.#log.info({ device: name, listenPort: spec.listenPort, mtu: spec.mtu, existed: link !== undefined }, 'WireGuard device up (weft\'s own data path)');
       return made.index;
     } catch (err) {
@@ -119,8 +134,17 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
     checkResponse(this.#addon.uapi(dev.handle, formatSet(change)), `configure the WireGuard device ${name}`);
   }
 
+  #server(name: string, handle: WgDeviceHandle): UapiServer {
+    const changed = (): void => {
+      for (const l of this.#listeners) l();
+    };
+    return new UapiServer(this.#socketDir!, name, (request) => this.#addon.uapi(handle, request), changed, this.#log);
+  }
+
   #release(name: string, dev: Running): void {
     this.#devices.delete(name);
+    // The socket goes before the device: a request in flight must not reach a stopped one.
+    void dev.server?.stop();
     this.#addon.stop(dev.handle);
     for (const fd of [dev.udp, dev.tun]) {
       try {

@@ -4,7 +4,8 @@
  * entry and the old one is removed with it, so no stale peer outlives its lease (flannel keeps the
  * old one until the device is made again, §1.11); a peer on the device that no lease wants (added
  * by hand, or left by an earlier run) is removed by the next full pass, and one changed by hand is
- * put back. The port sends no notifications: the periodic pass and link changes find drift.
+ * put back. The kernel's port sends no notifications (the periodic pass and link changes find
+ * drift there); weft's own device announces changes made through its UAPI socket.
  */
 import { type Cidr, cidrEquals, formatCidr } from '../../ip/cidr.js';
 import { formatIp, ipEquals } from '../../ip/ip.js';
@@ -29,7 +30,7 @@ export function describeWgPeer(e: WgPeerEntry): string {
   return `the WireGuard key ${e.publicKey} on ${e.device}${at} for ${e.allowedIps.map(formatCidr).join(', ')}`;
 }
 
-export function wgPeerKind(port: WireGuardPort, devices: () => readonly string[]): EntryKind<WgPeerEntry> {
+export function wgPeerKind(port: WireGuardPort, devices: () => readonly string[], onOutsideChange?: (changed: () => void) => () => void): EntryKind<WgPeerEntry> {
   const peerOf = (e: WgPeerEntry): WgPeer => {
     const { device: _, ...peer } = e;
     return peer;
@@ -49,5 +50,6 @@ export function wgPeerKind(port: WireGuardPort, devices: () => readonly string[]
     // One key on one device is one peer: a second lease publishing a key that a live lease holds
     // would take that node's subnet over. The lease that had it first keeps it.
     exclusive: { code: 'duplicate_public_key', describe: describeWgPeer },
+    ...(onOutsideChange ? { onOutsideChange } : {}),
   };
 }

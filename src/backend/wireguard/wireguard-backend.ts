@@ -24,6 +24,7 @@ import type { Refusal } from '../lease-program.js';
 import { checkUnderlayMtu, podMtu } from '../mtu.js';
 import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network.js';
 import { peerProblem } from '../peer-checks.js';
+import { defaultSocketDir } from './uapi-server.js';
 import { UserspacePath, type WgDataPath } from './userspace-path.js';
 import { wireguardAddon } from './wg-addon.js';
 import { type WgPeerEntry, wgPeerKind } from './wg-peer-kind.js';
@@ -45,7 +46,7 @@ export const wireguardBackend: BackendFactory = {
     checkUnderlayMtu('wireguard', underlay, planes.families, wg.mtu ? 'Backend.MTU' : `the MTU of ${deps.extIface.name}`);
     const keys = await deps.keys.curve25519();
     // weft's kernel path (generic netlink) is not written yet: every node runs weft's own.
-    const path = new UserspacePath(wireguardAddon(), deps.netlink, deps.log);
+    const path = new UserspacePath(wireguardAddon(), deps.netlink, deps.log, deps.wireguardSocketDir ?? defaultSocketDir);
     deps.log.info({ path: path.kind, publicKey: keys.publicKey, mode: wg.mode }, 'WireGuard data path chosen: weft\'s own (the kernel path is not in this version)');
     const driver = new WireguardDriver(wg, deps, planes, path, keys, podMtu('wireguard', underlay, planes.families));
     await driver.prepare();
@@ -88,7 +89,7 @@ class WireguardDriver implements BackendDriver {
       return plane !== undefined && r.gateway === undefined && this.#devices.some((d) => d.index === r.index) && containsCidr(plane.network, r.dst);
     };
     this.kinds = [
-      wgPeerKind(path.port, () => this.#devices.map((d) => d.name)),
+      wgPeerKind(path.port, () => this.#devices.map((d) => d.name), path.onOutsideChange?.bind(path)),
       routeKind({ netlink: deps.netlink, families: () => planes.families, owns }),
     ];
   }
