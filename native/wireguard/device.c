@@ -12,7 +12,10 @@
 
 #define BATCH 64
 #define HEADROOM DATA_HEADER_LEN
+/* Under load (cookies asked of initiators before any Diffie-Hellman): more handshake messages than
+ * this in a second, or in one batch read from the socket (a burst the socket's queue holds). */
 #define UNDER_LOAD_PER_SECOND 1000
+#define UNDER_LOAD_PER_BATCH 32
 #define COOKIE_SECRET_MAX_AGE (120 * NS_PER_S)
 #define COOKIE_MAX_AGE (120 * NS_PER_S - 5 * NS_PER_S)
 #define TICK_NS (100 * 1000 * 1000)
@@ -316,7 +319,7 @@ static int check_macs(struct wg_device *d, const uint8_t *msg, size_t mac1_off, 
     return 0;
   }
   if (now - d->load_window >= NS_PER_S) d->load_window = now, d->load_count = 0;
-  if (++d->load_count > UNDER_LOAD_PER_SECOND) d->under_load_until = now + NS_PER_S;
+  if (++d->load_count > UNDER_LOAD_PER_SECOND || d->batch_handshakes >= UNDER_LOAD_PER_BATCH) d->under_load_until = now + NS_PER_S;
   if (now >= d->under_load_until) return 1;
   uint8_t cookie[WG_MAC_LEN];
   cookie_of(d, cookie, src, now);
@@ -663,6 +666,11 @@ static void *udp_to_tun(void *arg) {
     uint64_t now = wg_now();
     struct wg_keypair *confirm_k[BATCH];
     int nconfirm = 0;
+    unsigned handshakes = 0;
+    for (int i = 0; i < n; i++) {
+      uint32_t type = msgs[i].msg_len >= 4 ? wg_get_le32(slots[i].buf) : 0;
+      handshakes += (type == MSG_INITIATION && msgs[i].msg_len == INITIATION_LEN) || (type == MSG_RESPONSE && msgs[i].msg_len == RESPONSE_LEN);
+    }
     pthread_rwlock_rdlock(&d->lock);
     for (int i = 0; i < n; i++) {
       struct slot *s = &slots[i];
@@ -685,6 +693,7 @@ static void *udp_to_tun(void *arg) {
       }
       pthread_rwlock_unlock(&d->lock);
       pthread_rwlock_wrlock(&d->lock);
+      d->batch_handshakes = handshakes;
       if (type == MSG_INITIATION) on_initiation(d, s->buf, &s->addr, now);
       else if (type == MSG_RESPONSE) on_response(d, s->buf, &s->addr, now);
       else on_cookie(d, s->buf, now);

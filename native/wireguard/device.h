@@ -121,6 +121,7 @@ struct wg_device {
   uint8_t cookie_secret[WG_KEY_LEN];
   uint64_t cookie_secret_at;
   uint64_t load_window, load_count, under_load_until;
+  unsigned batch_handshakes;
   pthread_t tx_thread, rx_thread, timer_thread;
   int threads;
   atomic_int stopping;

@@ -6,12 +6,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { parseGet } from '../netlink/wg-uapi.js';
 import type { WgDevice } from '../netlink/wireguard.js';
 import { Cluster, type ClusterNode } from '../testing/cluster.js';
-import { netnsSkipReason, nsExec } from '../testing/netns.js';
+import { netnsSkipReason, nsExec, spawnInNetns, stopProcess } from '../testing/netns.js';
+import { initiation, mac1 } from '../testing/wg-reference.js';
 import { WgStandIn } from '../testing/wg-standin.js';
 import { waitUntil } from '../testing/wait.js';
 import { assertFullMesh, startCluster } from './cluster-scenarios.js';
@@ -153,5 +156,98 @@ test('drift on weft\'s own device: a peer removed, changed or added by hand with
   // The device itself: made again, with its address, its route and its peers.
   await nsExec(n2.ns, 'ip', ['link', 'del', 'flannel-wg']);
   await waitUntil('n2\'s device is back with its peer', async () => (await device(n2).catch(() => undefined))?.peers.length === 1, 10_000);
+  await assertFullMesh(cluster);
+});
+
+/** Sends each datagram (hex) from `ns` to `to`, as fast as the socket takes them. */
+async function sendDatagrams(ns: string, to: string, port: number, datagrams: readonly Buffer[]): Promise<void> {
+  const code = `import { createSocket } from 'node:dgram'; import { readFileSync } from 'node:fs';
+const list = JSON.parse(readFileSync(0, 'utf8'));
+const s = createSocket('udp4');
+await Promise.all(list.map((hex) => new Promise((r) => s.send(Buffer.from(hex, 'hex'), ${port}, '${to}', r))));
+s.close();`;
+  await nsExec(ns, process.execPath, ['--input-type=module', '-e', code], { input: JSON.stringify(datagrams.map((d) => d.toString('hex'))) });
+}
+
+/** The UDP payloads of a pcap file (Ethernet, IPv4, UDP). */
+function pcapPayloads(file: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let at = 24; at + 16 <= file.length; ) {
+    const len = file.readUInt32LE(at + 8);
+    const frame = file.subarray(at + 16, at + 16 + len);
+    at += 16 + len;
+    const ihl = (frame[14]! & 0x0f) * 4;
+    out.push(Buffer.from(frame.subarray(14 + ihl + 8)));
+  }
+  return out;
+}
+
+test('hostile datagrams on the port: garbage, truncated and oversized, initiations from unknown keys, a flood of them, and captured packets replayed change nothing and are counted', { skip, timeout: 180_000 }, async (t) => {
+  const cluster = await startCluster(t, { backend: 'wireguard', config: config(), agentFlags: flags }, 2);
+  const [n1, n2] = cluster.nodes as [ClusterNode, ClusterNode];
+  const [p1, p2] = [await cluster.addPod(n1), await cluster.addPod(n2)];
+  await assertFullMesh(cluster);
+  const before = (await device(n1)).peers;
+  const n1Key = Buffer.from(JSON.parse((await cluster.leases()).find((l) => l.value.includes(`"${n1.ip}"`))!.value).BackendData.PublicKey as string, 'base64');
+
+  // Captured on n1 while n2's pod pings n1's: data packets that n1 has accepted once.
+  const pcap = join(n1.dir, 'capture.pcap');
+  const dump = spawnInNetns(n1.ns, 'tcpdump', ['-i', 'eth0', '--immediate-mode', '-U', '-w', pcap, '-c', '10', 'udp', 'port', '51820', 'and', 'src', 'host', n2.ip]);
+  let dumpErr = '';
+  dump.stderr?.on('data', (d: Buffer) => (dumpErr += d.toString()));
+  await waitUntil('tcpdump listens', async () => (await stat(pcap).catch(() => undefined)) !== undefined, 5000);
+  const ended = new Promise((resolve) => dump.once('exit', resolve));
+  for (let i = 0; i < 10; i++) await cluster.ping(p2, p1.ip);
+  await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, 3000))]);
+  await stopProcess(dump, 'SIGINT');
+  const captured = pcapPayloads(await readFile(pcap)).filter((d) => d[0] === 4);
+  assert.ok(captured.length >= 5, `captured ${captured.length} data packets: ${dumpErr}`);
+
+  const random = (n: number): Buffer => randomBytes(n);
+  const typed = (type: number, n: number): Buffer => Buffer.concat([Buffer.from([type, 0, 0, 0]), random(Math.max(0, n - 4))]).subarray(0, n);
+  const garbage = [random(0), random(1), random(3), ...Array.from({ length: 50 }, () => random(Math.floor(Math.random() * 1600))), typed(1, 147), typed(1, 148), typed(1, 149), typed(2, 92), typed(2, 91), typed(3, 65), typed(4, 31), typed(5, 148), Buffer.alloc(9000, 1)];
+  // Valid-looking: mac1 right, the rest noise (does not decrypt); and a real initiation from a key that is no peer.
+  const noise = (): Buffer => {
+    const m = typed(1, 148);
+    mac1(n1Key, m.subarray(0, 116)).copy(m, 116);
+    m.fill(0, 132);
+    return m;
+  };
+  const stranger = initiation(random(32), n1Key, random(32), Buffer.from('400000006a0b0c0d01000000', 'hex'), 7);
+  await sendDatagrams(n2.ns, n1.ip, 51820, [...garbage, noise(), noise(), stranger.message, ...captured]);
+  let counted: Record<string, number> = {};
+  await waitUntil('n1 counted them', async () => {
+    const c = (counted = await packets(cluster, n1));
+    return c['malformed']! >= 50 && c['badMac']! >= 1 && c['badHandshake']! >= 2 && c['unknownPeer']! >= 1 && c['replayed']! >= captured.length;
+  }, 10_000).catch((err: unknown) => {
+    throw new Error(`counters: ${JSON.stringify(counted)}`, { cause: err });
+  });
+  // A flood of initiations with a right mac1: past 1000 a second, n1 answers with cookies only.
+  await sendDatagrams(n2.ns, n1.ip, 51820, Array.from({ length: 2500 }, noise));
+  await waitUntil('n1 sent cookie replies', async () => (await packets(cluster, n1))['cookiesSent']! > 0, 10_000);
+
+  // Under a flood that lasts, a real peer still gets through: n1 answers its initiation with a
+  // cookie, and n2 comes back with a mac2 made from it, which n1 takes before any work.
+  const floodFile = join(n2.dir, 'flood.json');
+  await writeFile(floodFile, JSON.stringify(Array.from({ length: 100 }, () => noise().toString('hex'))));
+  const flood = spawnInNetns(n2.ns, process.execPath, ['--input-type=module', '-e', `import { createSocket } from 'node:dgram'; import { readFileSync } from 'node:fs';
+const list = JSON.parse(readFileSync(${JSON.stringify(floodFile)}, 'utf8')).map((h) => Buffer.from(h, 'hex'));
+const s = createSocket('udp4');
+const end = Date.now() + 12000;
+while (Date.now() < end) { await Promise.all(list.map((m) => new Promise((r) => s.send(m, 51820, '${n1.ip}', r)))); await new Promise((r) => setTimeout(r, 20)); }
+s.close();`]);
+  try {
+    const key1 = Buffer.from(n1Key).toString('hex');
+    // n2 forgets its session with n1 (the reconciler puts the peer back at once, without one).
+    assert.match(await uapi(n2, `set=1\npublic_key=${key1}\nremove=true\n\n`), /errno=0/);
+    await waitUntil('n2 has n1 as a peer again', async () => (await device(n2)).peers.length === 1, 5000);
+    await waitUntil('n2\'s pod reaches n1\'s through the flood', () => cluster.ping(p2, p1.ip), 15_000);
+    assert.ok((await packets(cluster, n2))['cookiesReceived']! >= 1, 'n2 was asked for a cookie and answered with it');
+  } finally {
+    await stopProcess(flood);
+  }
+
+  assert.equal(n1.agent?.exitCode, null, 'the agent runs');
+  assert.deepEqual((await device(n1)).peers.map((p) => [p.publicKey, p.allowedIps.length]), before.map((p) => [p.publicKey, p.allowedIps.length]));
   await assertFullMesh(cluster);
 });

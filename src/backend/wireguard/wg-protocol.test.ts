@@ -6,72 +6,21 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createCipheriv, createHash, createHmac, createPrivateKey, createPublicKey, diffieHellman } from 'node:crypto';
-import { blake2s } from '@noble/hashes/blake2.js';
 import { loadNativeAddon } from '../../core/native-addon.js';
+import { MAC, PUB, initiation, response } from '../../testing/wg-reference.js';
 import { type WireguardAddon, timerActions } from './wg-addon.js';
 
 const addon = loadNativeAddon<WireguardAddon>('wireguard', 'wireguard');
 const skip = addon ? false : 'native/wireguard was not built (make setup)';
 const wg = addon!;
 
-const cat = (...parts: Uint8Array[]): Buffer => Buffer.concat(parts);
-const HASH = (...parts: Uint8Array[]): Buffer => createHash('blake2s256').update(cat(...parts)).digest();
-const HMAC = (key: Uint8Array, data: Uint8Array): Buffer => createHmac('blake2s256', key).update(data).digest();
-function KDF(n: number, key: Uint8Array, input: Uint8Array): Buffer[] {
-  const t0 = HMAC(key, input);
-  const out: Buffer[] = [];
-  let prev: Buffer = Buffer.alloc(0);
-  for (let i = 1; i <= n; i++) out.push((prev = HMAC(t0, cat(prev, Buffer.from([i])))));
-  return out;
-}
-const privKey = (raw: Uint8Array) => createPrivateKey({ key: cat(Buffer.from('302e020100300506032b656e04220420', 'hex'), raw), format: 'der', type: 'pkcs8' });
-const pubKey = (raw: Uint8Array) => createPublicKey({ key: cat(Buffer.from('302a300506032b656e032100', 'hex'), raw), format: 'der', type: 'spki' });
-const PUB = (priv: Uint8Array): Buffer => createPublicKey(privKey(priv)).export({ format: 'der', type: 'spki' }).subarray(12);
-const DH = (priv: Uint8Array, pub: Uint8Array): Buffer => diffieHellman({ privateKey: privKey(priv), publicKey: pubKey(pub) });
-function AEAD(key: Uint8Array, counter: bigint, plain: Uint8Array, ad: Uint8Array): Buffer {
-  const nonce = Buffer.alloc(12);
-  nonce.writeBigUInt64LE(counter, 4);
-  const c = createCipheriv('chacha20-poly1305', key, nonce, { authTagLength: 16 });
-  c.setAAD(ad, { plaintextLength: plain.length });
-  return cat(c.update(plain), c.final(), c.getAuthTag());
-}
-const MAC = (key: Uint8Array, data: Uint8Array): Buffer => Buffer.from(blake2s(data, { key, dkLen: 16 }));
-const le32 = (n: number): Buffer => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(n);
-  return b;
-};
 const key = (seed: number): Buffer => Buffer.from(Array.from({ length: 32 }, (_, i) => (seed * 31 + i * 7) & 255));
 
 /** The paper's handshake, step by step, with the indices the addon's helper uses. */
 function reference(si: Buffer, sr: Buffer, psk: Buffer, ei: Buffer, er: Buffer, ts: Buffer) {
-  const [Spub_i, Spub_r, Epub_i, Epub_r] = [PUB(si), PUB(sr), PUB(ei), PUB(er)];
-  let C = HASH(Buffer.from('Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s'));
-  let H = HASH(HASH(C, Buffer.from('WireGuard v1 zx2c4 Jason@zx2c4.com')), Spub_r);
-  let k: Buffer;
-  [C] = KDF(1, C, Epub_i) as [Buffer];
-  H = HASH(H, Epub_i);
-  [C, k] = KDF(2, C, DH(ei, Spub_r)) as [Buffer, Buffer];
-  const encStatic = AEAD(k, 0n, Spub_i, H);
-  H = HASH(H, encStatic);
-  [C, k] = KDF(2, C, DH(si, Spub_r)) as [Buffer, Buffer];
-  const encTs = AEAD(k, 0n, ts, H);
-  H = HASH(H, encTs);
-  const init = cat(Buffer.from([1, 0, 0, 0]), le32(0x11223344), Epub_i, encStatic, encTs);
-  const initiation = cat(init, MAC(HASH(Buffer.from('mac1----'), Spub_r), init), Buffer.alloc(16));
-  [C] = KDF(1, C, Epub_r) as [Buffer];
-  H = HASH(H, Epub_r);
-  [C] = KDF(1, C, DH(er, Epub_i)) as [Buffer];
-  [C] = KDF(1, C, DH(er, Spub_i)) as [Buffer];
-  const [C3, t, k3] = KDF(3, C, psk) as [Buffer, Buffer, Buffer];
-  [C, k] = [C3, k3];
-  H = HASH(H, t);
-  const encEmpty = AEAD(k, 0n, Buffer.alloc(0), H);
-  const resp = cat(Buffer.from([2, 0, 0, 0]), le32(0x55667788), le32(0x11223344), Epub_r, encEmpty);
-  const response = cat(resp, MAC(HASH(Buffer.from('mac1----'), Spub_i), resp), Buffer.alloc(16));
-  const [send, recv] = KDF(2, C, Buffer.alloc(0)) as [Buffer, Buffer];
-  return { initiation, response, send, recv };
+  const init = initiation(si, PUB(sr), ei, ts, 0x11223344);
+  const resp = response(init, PUB(si), er, psk, 0x55667788, 0x11223344);
+  return { initiation: init.message, response: resp.message, send: resp.initiatorSend, recv: resp.initiatorReceive };
 }
 
 test('a handshake with fixed keys is the paper\'s, byte for byte, with and without a preshared key', { skip }, () => {
