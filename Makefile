@@ -62,7 +62,7 @@ native/sd-notify/build/Release/sd_notify.node: native/sd-notify/sd-notify.c nati
 native/resident/build/Release/resident.node: native/resident/resident.c native/resident/binding.gyp native/include/weft-napi.h
 native/nl-socket/build/Release/nl_socket.node: native/nl-socket/nl-socket.c native/nl-socket/binding.gyp native/include/weft-napi.h
 native/udp-tun/build/Release/udp_tun.node: $(wildcard native/udp-tun/*.c native/udp-tun/*.h) native/udp-tun/binding.gyp native/include/weft-napi.h
-native/wireguard/build/Release/wireguard.node: $(wildcard native/wireguard/*.c native/wireguard/*.h) native/wireguard/binding.gyp native/include/weft-napi.h
+native/wireguard/build/Release/wireguard.node: $(wildcard native/wireguard/*.c native/wireguard/*.h) native/udp-tun/packet.c native/udp-tun/packet.h native/wireguard/binding.gyp native/include/weft-napi.h
 $(ADDONS):
 	@for tool in gcc g++ make python3; do command -v $$tool >/dev/null || { \
 	  echo "setup: building weft's native addons needs $$tool: apt-get install gcc g++ make python3 (make setup does, as root)" >&2; exit 1; }; done
@@ -98,6 +98,7 @@ bench: setup image
 	FLANNEL_NETNS_TESTS=1 BENCH_PEERS=5000 BENCH_PARTS=convergence BENCH_PROFILES= BENCH_RUNS=3 node dist/bench/agent-bench.js
 	FLANNEL_NETNS_TESTS=1 BENCH_PARTS=churn node dist/bench/agent-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/udp-bench.js
+	FLANNEL_NETNS_TESTS=1 node dist/bench/wireguard-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/traffic-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/containerd-bench.js
 

@@ -9,6 +9,13 @@
 #include <unistd.h>
 
 #include "timers.h"
+#include "packet.h"
+
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <netinet/udp.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
 
 #define BATCH 64
 #define HEADROOM DATA_HEADER_LEN
@@ -465,12 +472,6 @@ static void confirm(struct wg_device *d, struct wg_keypair *k, uint64_t now) {
 
 /* ---- threads ---- */
 
-struct slot {
-  uint8_t *buf;
-  size_t len;
-  struct sockaddr_in6 addr;
-};
-
 static int inner_addresses(const uint8_t *pkt, size_t len, int *family, const uint8_t **src, const uint8_t **dst, size_t *total) {
   if (len >= 20 && pkt[0] >> 4 == 4) {
     *family = 4, *src = pkt + 12, *dst = pkt + 16;
@@ -513,193 +514,418 @@ static void stage(struct wg_device *d, struct wg_peer *p, const uint8_t *pkt, si
   count(d, WC_STAGED, 1);
 }
 
-static void *tun_to_udp(void *arg) {
-  struct wg_device *d = arg;
-  struct wg_aead *a = wg_aead_new();
-  size_t cap = HEADROOM + d->mtu + 16 + WG_TAG_LEN;
-  uint8_t *bufs = malloc(BATCH * cap);
+/* Offloads (IFF_VNET_HDR on the TUN, as udp-tun does): the kernel hands over TCP super packets of
+ * up to 64 KB, which are cut here into segments of the device's MTU, each sealed into its own
+ * datagram, and sent as one UDP GSO bundle: one system call for forty packets. */
+#define GSO_SEGS 64
+#define GSO_BYTES 65000
+#define VNET_HDR sizeof(struct virtio_net_hdr)
+
+struct tx {
+  struct wg_aead *aead;
+  size_t cap;          /* one sealed datagram's room */
+  uint8_t *rx;         /* what one read of the TUN gives */
+  uint8_t *segs;       /* a super packet's segments */
+  uint8_t *wire;       /* their datagrams, back to back */
+  uint8_t *bufs;       /* single packets waiting for one sendmmsg */
   struct mmsghdr msgs[BATCH];
   struct iovec iov[BATCH];
   struct sockaddr_in6 to[BATCH];
-  size_t lens[BATCH];
-  if (!a || !bufs) goto out;
-  while (wait_readable(d, d->tun)) {
-    unsigned n = 0;
-    for (; n < BATCH; n++) {
-      ssize_t r = read(d->tun, bufs + n * cap + HEADROOM, d->mtu);
-      if (r <= 0) break;
-      lens[n] = (size_t)r;
+  unsigned n;
+  int udp_gso;
+};
+
+static void flush_batch(struct wg_device *d, struct tx *t) {
+  for (unsigned done = 0; done < t->n;) {
+    int r = sendmmsg(d->udp, t->msgs + done, t->n - done, 0);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
+        struct pollfd pfd = {.fd = d->udp, .events = POLLOUT};
+        poll(&pfd, 1, 100);
+        continue;
+      }
+      count(d, WC_SEND_ERRORS, 1);
+      done++;
+      continue;
     }
-    if (n == 0) continue;
-    count(d, WC_TUN_PACKETS, n);
-    unsigned out = 0;
+    count(d, WC_SENT, (uint64_t)r);
+    done += (unsigned)r;
+  }
+  t->n = 0;
+}
+
+/* Sends n datagrams of `each` bytes (the last `bytes` short of the rest) to one endpoint: one UDP
+ * GSO message where the kernel takes it, else one datagram each. */
+static void send_bundle(struct wg_device *d, struct tx *t, uint8_t *wire, size_t bytes, size_t n, size_t each, const struct sockaddr_in6 *to) {
+  if (n > 1 && t->udp_gso) {
+    char control[CMSG_SPACE(sizeof(uint16_t))];
+    memset(control, 0, sizeof control);
+    struct iovec iov = {.iov_base = wire, .iov_len = bytes};
+    struct msghdr m = {.msg_name = (void *)to, .msg_namelen = endpoint_len(to), .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t gso = (uint16_t)each;
+    memcpy(CMSG_DATA(c), &gso, sizeof gso);
+    for (;;) {
+      if (sendmsg(d->udp, &m, 0) >= 0) {
+        count(d, WC_SENT, n);
+        return;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == ENOBUFS) {
+        struct pollfd pfd = {.fd = d->udp, .events = POLLOUT};
+        poll(&pfd, 1, 100);
+        continue;
+      }
+      if (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOPROTOOPT) {
+        t->udp_gso = 0; /* no UDP GSO on this path: datagrams one by one from now on */
+        break;
+      }
+      count(d, WC_SEND_ERRORS, n);
+      return;
+    }
+  }
+  for (size_t i = 0, off = 0; i < n; i++) {
+    size_t len = i + 1 < n ? each : bytes - off;
+    if (sendto(d->udp, wire + off, len, 0, (const struct sockaddr *)to, endpoint_len(to)) < 0) count(d, WC_SEND_ERRORS, 1);
+    else count(d, WC_SENT, 1);
+    off += len;
+  }
+}
+
+/* The peer and session for a packet to dst, or NULL (counted, staged and a handshake asked for). */
+static struct wg_keypair *session_for(struct wg_device *d, const uint8_t *pkt, size_t len, uint64_t now, struct wg_peer **peer, int *kick) {
+  const uint8_t *src, *dst;
+  int family;
+  size_t total;
+  *peer = NULL;
+  if (!inner_addresses(pkt, len, &family, &src, &dst, &total)) {
+    count(d, WC_MALFORMED, 1);
+    return NULL;
+  }
+  struct wg_peer *p = atab_lookup(&d->allowed, family, dst);
+  if (!p) {
+    count(d, WC_NO_PEER, 1);
+    return NULL;
+  }
+  *peer = p;
+  if (!p->endpoint.sin6_family) {
+    count(d, WC_NO_ENDPOINT, 1);
+    return NULL;
+  }
+  struct wg_keypair *k = p->current;
+  if (!keypair_usable(k, now)) {
+    atomic_store(&p->want_handshake, 1);
+    *kick = 1;
+    return NULL;
+  }
+  if (k->initiator && now - k->created >= REKEY_AFTER_TIME) atomic_store(&p->want_handshake, 1);
+  return k;
+}
+
+static void sent_data(struct wg_peer *p, uint64_t now, size_t bytes) {
+  atomic_store_explicit(&p->last_sent, now, memory_order_relaxed);
+  atomic_store_explicit(&p->last_data_sent, now, memory_order_relaxed);
+  atomic_fetch_add_explicit(&p->tx_bytes, bytes, memory_order_relaxed);
+}
+
+/* One packet (not a super packet): sealed into the pending batch, or staged. */
+static void send_one(struct wg_device *d, struct tx *t, const uint8_t *pkt, size_t len, uint64_t now, int *kick) {
+  struct wg_peer *p;
+  struct wg_keypair *k = session_for(d, pkt, len, now, &p, kick);
+  if (!k) {
+    if (p && p->endpoint.sin6_family && len <= d->mtu) stage(d, p, pkt, len);
+    return;
+  }
+  if (len > d->mtu) {
+    count(d, WC_MALFORMED, 1);
+    return;
+  }
+  uint8_t *buf = t->bufs + t->n * t->cap;
+  memcpy(buf + HEADROOM, pkt, len);
+  size_t out = seal_data(t->aead, d, k, buf, len);
+  if (!out) {
+    stage(d, p, pkt, len);
+    atomic_store(&p->want_handshake, 1);
+    *kick = 1;
+    return;
+  }
+  memcpy(&t->to[t->n], &p->endpoint, sizeof t->to[t->n]);
+  t->iov[t->n] = (struct iovec){.iov_base = buf, .iov_len = out};
+  t->msgs[t->n] = (struct mmsghdr){.msg_hdr = {.msg_name = &t->to[t->n], .msg_namelen = endpoint_len(&p->endpoint), .msg_iov = &t->iov[t->n], .msg_iovlen = 1}};
+  t->n++;
+  sent_data(p, now, out);
+  count(d, WC_SENT_BYTES, out);
+}
+
+/* A TSO super packet: its segments sealed back to back (equal datagrams but the last) and sent in
+ * GSO bundles to its peer. Called with the read lock held; sends after it. */
+static void send_super(struct wg_device *d, struct tx *t, const uint8_t *pkt, size_t len, size_t mss, uint64_t now, int *kick) {
+  struct wg_peer *p;
+  size_t total = tcp_segment_count(pkt, len, mss);
+  if (total == 0) {
+    count(d, WC_MALFORMED, 1);
+    return;
+  }
+  struct wg_keypair *k = session_for(d, pkt, len, now, &p, kick);
+  for (size_t first = 0; first < total;) {
+    size_t seg_len = 0, bytes = 0;
+    size_t n = tcp_segment(pkt, len, mss, first, GSO_SEGS, t->segs, GSO_BYTES, &seg_len, &bytes);
+    if (n == 0 || seg_len > d->mtu) {
+      count(d, WC_MALFORMED, 1);
+      return;
+    }
+    first += n;
+    if (!k) {
+      if (p && p->endpoint.sin6_family)
+        for (size_t i = 0, off = 0; i < n; off += seg_len, i++) stage(d, p, t->segs + off, i + 1 < n ? seg_len : bytes - off);
+      continue;
+    }
+    /* Equal datagrams for GSO: a segment of seg_len bytes seals into `each`; a bundle stays within 64 KB. */
+    size_t each = 0, wire = 0, sent = 0;
+    for (size_t i = 0, off = 0; i < n; i++) {
+      size_t slen = i + 1 < n ? seg_len : bytes - off;
+      uint8_t *dgram = t->wire + wire;
+      memcpy(dgram + HEADROOM, t->segs + off, slen);
+      size_t out = seal_data(t->aead, d, k, dgram, slen);
+      off += slen;
+      if (!out) break;
+      if (i == 0) each = out;
+      wire += out;
+      sent++;
+      if (wire + each > GSO_BYTES || i + 1 == n) {
+        send_bundle(d, t, t->wire, wire, sent, each, &p->endpoint);
+        sent_data(p, now, wire);
+        count(d, WC_SENT_BYTES, wire);
+        wire = sent = 0;
+      }
+    }
+  }
+}
+
+static void *tun_to_udp(void *arg) {
+  struct wg_device *d = arg;
+  struct tx t = {.cap = HEADROOM + d->mtu + 16 + WG_TAG_LEN, .udp_gso = 1};
+  size_t hdr = d->vnet ? VNET_HDR : 0, readable = hdr + (d->vnet ? 65535 : d->mtu);
+  t.aead = wg_aead_new();
+  t.rx = malloc(readable);
+  t.bufs = malloc(BATCH * t.cap);
+  t.segs = d->vnet ? malloc(GSO_BYTES + 128) : NULL;
+  t.wire = d->vnet ? malloc(GSO_BYTES + GSO_SEGS * (HEADROOM + 16 + WG_TAG_LEN)) : NULL;
+  if (!t.aead || !t.rx || !t.bufs || (d->vnet && (!t.segs || !t.wire))) goto out;
+  while (wait_readable(d, d->tun)) {
     int kick = 0;
-    uint64_t now = wg_now();
-    pthread_rwlock_rdlock(&d->lock);
-    for (unsigned i = 0; i < n; i++) {
-      uint8_t *buf = bufs + i * cap;
-      const uint8_t *src, *dst;
-      int family;
-      size_t total;
-      if (!inner_addresses(buf + HEADROOM, lens[i], &family, &src, &dst, &total)) {
+    for (;;) {
+      ssize_t got = read(d->tun, t.rx, readable);
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      count(d, WC_TUN_PACKETS, 1);
+      if ((size_t)got < hdr) {
         count(d, WC_MALFORMED, 1);
         continue;
       }
-      struct wg_peer *p = atab_lookup(&d->allowed, family, dst);
-      if (!p) {
-        count(d, WC_NO_PEER, 1);
+      struct virtio_net_hdr vh = {0};
+      if (hdr) memcpy(&vh, t.rx, sizeof vh);
+      uint8_t *pkt = t.rx + hdr;
+      size_t len = (size_t)got - hdr;
+      uint64_t now = wg_now();
+      if (hdr && (vh.gso_type & ~VIRTIO_NET_HDR_GSO_ECN) == VIRTIO_NET_HDR_GSO_TCPV4) {
+        /* Keep the order of a flow: what is batched goes first. */
+        flush_batch(d, &t);
+        pthread_rwlock_rdlock(&d->lock);
+        send_super(d, &t, pkt, len, vh.gso_size, now, &kick);
+        pthread_rwlock_unlock(&d->lock);
         continue;
       }
-      struct wg_keypair *k = p->current;
-      if (!keypair_usable(k, now) || !p->endpoint.sin6_family) {
-        if (!p->endpoint.sin6_family) count(d, WC_NO_ENDPOINT, 1);
-        else stage(d, p, buf + HEADROOM, lens[i]);
-        atomic_store(&p->want_handshake, 1);
-        kick = 1;
+      if (hdr && (vh.gso_type != VIRTIO_NET_HDR_GSO_NONE || ((vh.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) && !complete_checksum(pkt, len, vh.csum_start, vh.csum_offset)))) {
+        count(d, WC_MALFORMED, 1);
         continue;
       }
-      size_t len = seal_data(a, d, k, buf, lens[i]);
-      if (!len) {
-        stage(d, p, buf + HEADROOM, lens[i]);
-        atomic_store(&p->want_handshake, 1);
-        kick = 1;
-        continue;
-      }
-      if (k->initiator && now - k->created >= REKEY_AFTER_TIME) atomic_store(&p->want_handshake, 1);
-      memcpy(&to[out], &p->endpoint, sizeof to[out]);
-      iov[out] = (struct iovec){.iov_base = buf, .iov_len = len};
-      msgs[out] = (struct mmsghdr){.msg_hdr = {.msg_name = &to[out], .msg_namelen = endpoint_len(&p->endpoint), .msg_iov = &iov[out], .msg_iovlen = 1}};
-      out++;
-      atomic_store_explicit(&p->last_sent, now, memory_order_relaxed);
-      atomic_store_explicit(&p->last_data_sent, now, memory_order_relaxed);
-      atomic_fetch_add_explicit(&p->tx_bytes, len, memory_order_relaxed);
-      count(d, WC_SENT_BYTES, len);
+      pthread_rwlock_rdlock(&d->lock);
+      send_one(d, &t, pkt, len, now, &kick);
+      pthread_rwlock_unlock(&d->lock);
+      if (t.n == BATCH) flush_batch(d, &t);
     }
-    pthread_rwlock_unlock(&d->lock);
+    flush_batch(d, &t);
     if (kick) wg_device_kick(d);
-    for (unsigned done = 0; done < out;) {
-      int r = sendmmsg(d->udp, msgs + done, out - done, 0);
-      if (r <= 0) {
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && errno == EAGAIN) {
-          struct pollfd pfd = {.fd = d->udp, .events = POLLOUT};
-          poll(&pfd, 1, 100);
-          continue;
-        }
-        count(d, WC_SEND_ERRORS, out - done);
-        done++;
-        continue;
-      }
-      count(d, WC_SENT, (uint64_t)r);
-      done += (unsigned)r;
-    }
   }
 out:
-  free(bufs);
-  wg_aead_free(a);
+  free(t.rx);
+  free(t.bufs);
+  free(t.segs);
+  free(t.wire);
+  wg_aead_free(t.aead);
   return NULL;
 }
 
-static void on_data(struct wg_device *d, struct wg_aead *a, struct slot *s, uint64_t now, int *deliver, struct wg_keypair **to_confirm) {
-  *deliver = 0;
-  struct index_entry *e = itab_get(&d->index, wg_get_le32(s->buf + 4));
+/* Writes one packet into the TUN (behind an empty virtio header when offloads are on). */
+static void tun_write(struct wg_device *d, const uint8_t *pkt, size_t len) {
+  struct virtio_net_hdr vh = {0};
+  struct iovec iov[2] = {{&vh, sizeof vh}, {(void *)pkt, len}};
+  ssize_t r;
+  do r = d->vnet ? writev(d->tun, iov, 2) : write(d->tun, pkt, len);
+  while (r < 0 && errno == EINTR);
+  count(d, r < 0 ? WC_WRITE_ERRORS : WC_DELIVERED, 1);
+}
+
+/* Writes a group of TCP segments into the TUN: one super packet, or its one segment as it came. */
+static void gro_flush(struct wg_device *d, struct gro *g) {
+  if (g->count == 0) return;
+  if (g->count == 1) {
+    tun_write(d, g->first, g->first_len);
+  } else {
+    struct virtio_net_hdr vh;
+    gro_finish(g, &vh);
+    struct iovec iov[GRO_MAX + 2];
+    iov[0] = (struct iovec){&vh, sizeof vh};
+    iov[1] = (struct iovec){g->hdr, g->hdr_len};
+    for (size_t i = 0; i < g->count; i++) iov[i + 2] = (struct iovec){(void *)g->payload[i], g->payload_len[i]};
+    ssize_t r;
+    do r = writev(d->tun, iov, (int)g->count + 2);
+    while (r < 0 && errno == EINTR);
+    count(d, r < 0 ? WC_WRITE_ERRORS : WC_DELIVERED, g->count);
+  }
+  g->count = 0;
+}
+
+/* A decrypted packet for the TUN: with the TCP segments before it of its flow when it continues
+ * them (the group is written as one super packet), else alone. */
+static void deliver(struct wg_device *d, struct gro *g, const uint8_t *pkt, size_t len) {
+  if (d->vnet && g->count > 0 && gro_add(g, pkt, len)) return;
+  gro_flush(d, g);
+  if (d->vnet && gro_start(g, pkt, len)) return;
+  tun_write(d, pkt, len);
+}
+
+/* One data datagram, decrypted in place; the inner packet's start and length when it goes to the
+ * TUN (0 otherwise: a keepalive, or dropped and counted). */
+static size_t on_data(struct wg_device *d, struct wg_aead *a, uint8_t *buf, size_t len, uint64_t now, struct wg_keypair **to_confirm) {
+  struct index_entry *e = itab_get(&d->index, wg_get_le32(buf + 4));
   struct wg_keypair *k = e && e->kind == INDEX_KEYPAIR ? e->keypair : NULL;
   if (!k || now - k->created >= REJECT_AFTER_TIME) {
     count(d, WC_BAD_DATA, 1);
-    return;
+    return 0;
   }
   uint64_t counter = 0;
-  for (int i = 7; i >= 0; i--) counter = counter << 8 | s->buf[8 + i];
-  size_t clen = s->len - HEADROOM;
-  if (wg_aead_open(a, s->buf + HEADROOM, k->recv, counter, s->buf + HEADROOM, clen, NULL, 0) != 0) {
+  for (int i = 7; i >= 0; i--) counter = counter << 8 | buf[8 + i];
+  size_t clen = len - HEADROOM;
+  if (wg_aead_open(a, buf + HEADROOM, k->recv, counter, buf + HEADROOM, clen, NULL, 0) != 0) {
     count(d, WC_BAD_DATA, 1);
-    return;
+    return 0;
   }
   if (!replay_check(&k->replay, counter)) {
     count(d, WC_REPLAYED, 1);
-    return;
+    return 0;
   }
   struct wg_peer *p = k->peer;
   count(d, WC_RECEIVED, 1);
-  count(d, WC_RECEIVED_BYTES, s->len);
-  atomic_fetch_add_explicit(&p->rx_bytes, s->len, memory_order_relaxed);
+  count(d, WC_RECEIVED_BYTES, len);
+  atomic_fetch_add_explicit(&p->rx_bytes, len, memory_order_relaxed);
   atomic_store_explicit(&p->last_received, now, memory_order_relaxed);
   if (p->next == k) *to_confirm = k;
   /* An initiator whose session nears its end makes the next one before it is refused. */
   if (k->initiator && p->current == k && now - k->created >= REJECT_AFTER_TIME - KEEPALIVE_TIMEOUT - REKEY_TIMEOUT) atomic_store(&p->want_handshake, 1);
   size_t plain = clen - WG_TAG_LEN, total;
-  if (plain == 0) return; /* a keepalive */
+  if (plain == 0) return 0; /* a keepalive */
   const uint8_t *src, *dst;
   int family;
-  if (!inner_addresses(s->buf + HEADROOM, plain, &family, &src, &dst, &total)) {
+  if (!inner_addresses(buf + HEADROOM, plain, &family, &src, &dst, &total)) {
     count(d, WC_MALFORMED, 1);
-    return;
+    return 0;
   }
   /* Cryptokey routing: a peer speaks only for its allowed IPs. */
   if (atab_lookup(&d->allowed, family, src) != p) {
     count(d, WC_BAD_SOURCE, 1);
-    return;
+    return 0;
   }
   atomic_store_explicit(&p->last_data_received, now, memory_order_relaxed);
-  s->len = total;
-  *deliver = 1;
+  return total;
 }
+
+/* With UDP GRO one message holds several datagrams of one size back to back (the last may be shorter). */
+#define RX_SLOTS 16
+#define RX_SLOT 65536
 
 static void *udp_to_tun(void *arg) {
   struct wg_device *d = arg;
   struct wg_aead *a = wg_aead_new();
-  size_t cap = HEADROOM + (d->mtu > 1500 ? d->mtu : 1500) + 64 + WG_TAG_LEN;
-  uint8_t *bufs = malloc(BATCH * cap);
-  struct mmsghdr msgs[BATCH];
-  struct iovec iov[BATCH];
-  struct slot slots[BATCH];
-  int deliver[BATCH];
+  uint8_t *bufs = malloc((size_t)RX_SLOTS * RX_SLOT);
+  struct mmsghdr msgs[RX_SLOTS];
+  struct iovec iov[RX_SLOTS];
+  struct sockaddr_in6 from[RX_SLOTS];
+  char control[RX_SLOTS][CMSG_SPACE(sizeof(int))];
+  struct gro g = {0};
   if (!a || !bufs) goto out;
   while (wait_readable(d, d->udp)) {
-    for (unsigned i = 0; i < BATCH; i++) {
-      slots[i].buf = bufs + i * cap;
-      iov[i] = (struct iovec){.iov_base = slots[i].buf, .iov_len = cap};
-      msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &slots[i].addr, .msg_namelen = sizeof slots[i].addr, .msg_iov = &iov[i], .msg_iovlen = 1}};
+    for (unsigned i = 0; i < RX_SLOTS; i++) {
+      iov[i] = (struct iovec){.iov_base = bufs + (size_t)i * RX_SLOT, .iov_len = RX_SLOT};
+      msgs[i] = (struct mmsghdr){.msg_hdr = {.msg_name = &from[i], .msg_namelen = sizeof from[i], .msg_iov = &iov[i], .msg_iovlen = 1, .msg_control = control[i], .msg_controllen = sizeof control[i]}};
     }
-    int n = recvmmsg(d->udp, msgs, BATCH, MSG_DONTWAIT, NULL);
+    int n = recvmmsg(d->udp, msgs, RX_SLOTS, MSG_DONTWAIT, NULL);
     if (n <= 0) continue;
     uint64_t now = wg_now();
-    struct wg_keypair *confirm_k[BATCH];
+    struct wg_keypair *confirm_k[64];
     int nconfirm = 0;
+    /* Each message's datagram size (a GRO bundle's), and the handshake messages in the whole read. */
+    size_t segs[RX_SLOTS];
     unsigned handshakes = 0;
     for (int i = 0; i < n; i++) {
-      uint32_t type = msgs[i].msg_len >= 4 ? wg_get_le32(slots[i].buf) : 0;
-      handshakes += (type == MSG_INITIATION && msgs[i].msg_len == INITIATION_LEN) || (type == MSG_RESPONSE && msgs[i].msg_len == RESPONSE_LEN);
+      size_t len = msgs[i].msg_len, seg = len;
+      for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+          int size;
+          memcpy(&size, CMSG_DATA(c), sizeof size);
+          if (size > 0) seg = (size_t)size;
+        }
+      }
+      segs[i] = seg ? seg : 1;
+      uint32_t type = len >= 4 ? wg_get_le32(bufs + (size_t)i * RX_SLOT) : 0;
+      if ((type == MSG_INITIATION && seg == INITIATION_LEN) || (type == MSG_RESPONSE && seg == RESPONSE_LEN)) handshakes += (unsigned)((len + seg - 1) / seg);
     }
     pthread_rwlock_rdlock(&d->lock);
     for (int i = 0; i < n; i++) {
-      struct slot *s = &slots[i];
-      s->len = msgs[i].msg_len;
-      deliver[i] = 0;
-      if ((msgs[i].msg_hdr.msg_flags & MSG_TRUNC) || s->len < 4) {
+      uint8_t *msg = bufs + (size_t)i * RX_SLOT;
+      size_t len = msgs[i].msg_len, seg = segs[i];
+      if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
         count(d, WC_MALFORMED, 1);
         continue;
       }
-      uint32_t type = wg_get_le32(s->buf);
-      if (type == MSG_DATA && s->len >= DATA_MIN_LEN) {
-        struct wg_keypair *k = NULL;
-        on_data(d, a, s, now, &deliver[i], &k);
-        if (k) confirm_k[nconfirm++] = k;
-        continue;
-      }
-      if (!((type == MSG_INITIATION && s->len == INITIATION_LEN) || (type == MSG_RESPONSE && s->len == RESPONSE_LEN) || (type == MSG_COOKIE && s->len == COOKIE_LEN))) {
+      if (len == 0) {
         count(d, WC_MALFORMED, 1);
         continue;
       }
-      pthread_rwlock_unlock(&d->lock);
-      pthread_rwlock_wrlock(&d->lock);
-      d->batch_handshakes = handshakes;
-      if (type == MSG_INITIATION) on_initiation(d, s->buf, &s->addr, now);
-      else if (type == MSG_RESPONSE) on_response(d, s->buf, &s->addr, now);
-      else on_cookie(d, s->buf, now);
-      pthread_rwlock_unlock(&d->lock);
-      pthread_rwlock_rdlock(&d->lock);
+      for (size_t off = 0; off < len; off += seg) {
+        uint8_t *dg = msg + off;
+        size_t dlen = len - off < seg ? len - off : seg;
+        uint32_t type = dlen >= 4 ? wg_get_le32(dg) : 0;
+        if (type == MSG_DATA && dlen >= DATA_MIN_LEN) {
+          struct wg_keypair *k = NULL;
+          size_t inner = on_data(d, a, dg, dlen, now, &k);
+          if (k && nconfirm < 64) confirm_k[nconfirm++] = k;
+          if (inner) deliver(d, &g, dg + HEADROOM, inner);
+          continue;
+        }
+        if (!((type == MSG_INITIATION && dlen == INITIATION_LEN) || (type == MSG_RESPONSE && dlen == RESPONSE_LEN) || (type == MSG_COOKIE && dlen == COOKIE_LEN))) {
+          count(d, WC_MALFORMED, 1);
+          continue;
+        }
+        gro_flush(d, &g);
+        pthread_rwlock_unlock(&d->lock);
+        pthread_rwlock_wrlock(&d->lock);
+        d->batch_handshakes = handshakes;
+        if (type == MSG_INITIATION) on_initiation(d, dg, &from[i], now);
+        else if (type == MSG_RESPONSE) on_response(d, dg, &from[i], now);
+        else on_cookie(d, dg, now);
+        pthread_rwlock_unlock(&d->lock);
+        pthread_rwlock_rdlock(&d->lock);
+      }
     }
+    gro_flush(d, &g);
     pthread_rwlock_unlock(&d->lock);
     if (nconfirm > 0) {
       pthread_rwlock_wrlock(&d->lock);
@@ -713,11 +939,6 @@ static void *udp_to_tun(void *arg) {
         }
       }
       pthread_rwlock_unlock(&d->lock);
-    }
-    for (int i = 0; i < n; i++) {
-      if (!deliver[i]) continue;
-      if (write(d->tun, slots[i].buf + HEADROOM, slots[i].len) < 0) count(d, WC_WRITE_ERRORS, 1);
-      else count(d, WC_DELIVERED, 1);
     }
   }
 out:
@@ -804,6 +1025,11 @@ struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port) {
   struct sockaddr_storage ss;
   socklen_t sl = sizeof ss;
   d->udp_family = getsockname(udp, (struct sockaddr *)&ss, &sl) == 0 ? ss.ss_family : AF_INET;
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  d->vnet = ioctl(tun, TUNGETIFF, &ifr) == 0 && (ifr.ifr_flags & IFF_VNET_HDR);
+  int on = 1;
+  setsockopt(udp, SOL_UDP, UDP_GRO, &on, sizeof on);
   pthread_rwlock_init(&d->lock, NULL);
   pthread_mutex_init(&d->timer_lock, NULL);
   pthread_cond_init(&d->timer_cond, NULL);

@@ -109,6 +109,8 @@ struct wg_peer {
 struct wg_device {
   pthread_rwlock_t lock;
   int tun, udp, udp_family;
+  /* The TUN carries a virtio_net_hdr before each packet: TSO super packets in, GRO ones out. */
+  int vnet;
   size_t mtu;
   struct noise_static self;
   int has_key;

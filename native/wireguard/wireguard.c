@@ -63,7 +63,7 @@ static napi_value bytes_value(napi_env env, const void *data, size_t n) {
   return out;
 }
 
-/* openTun(name): fd of the persistent TUN device `name` (no packet information, no offloads). */
+/* openTun(name): fd of the persistent TUN device `name` (no packet information; offloads where the kernel has them). */
 static napi_value OpenTun(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   if (!args(env, info, 1, argv, "openTun(name)")) return NULL;
@@ -73,18 +73,40 @@ static napi_value OpenTun(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "openTun: the device name must be 1 to 15 characters");
     return NULL;
   }
-  int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return throw_errno(env, errno, "open /dev/net/tun");
-  struct ifreq ifr;
-  memset(&ifr, 0, sizeof ifr);
-  ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
-  memcpy(ifr.ifr_name, name, len);
-  if (ioctl(fd, TUNSETIFF, &ifr) < 0 || ioctl(fd, TUNSETPERSIST, 1) < 0) {
+  /* With offloads the kernel hands over TCP super packets of up to 64 KB and leaves checksums to
+   * us, as to a NIC (what udp-tun does); without them (an old kernel), packet by packet. */
+  int fd = -1;
+  for (int offload = 1; offload >= 0 && fd < 0; offload--) {
+    fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return throw_errno(env, errno, "open /dev/net/tun");
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (offload ? IFF_VNET_HDR : 0);
+    memcpy(ifr.ifr_name, name, len);
+    if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+      int err = errno;
+      close(fd);
+      return throw_errno(env, err, "TUNSETIFF");
+    }
+    if (offload && ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN) < 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  if (ioctl(fd, TUNSETPERSIST, 1) < 0) {
     int err = errno;
     close(fd);
-    return throw_errno(env, err, "TUNSETIFF");
+    return throw_errno(env, err, "TUNSETPERSIST");
   }
   return number(env, fd);
+}
+
+/* Socket buffers of 4 MB (beyond the sysctl limits where the process may): a burst of GSO bundles,
+ * or of handshakes, waits there instead of being dropped. */
+static void buffers(int fd) {
+  int size = 4 << 20;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) < 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) < 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
 }
 
 /* openUdp(port): a UDP socket on every address (IPv6 and IPv4 alike, or IPv4 alone where the
@@ -96,6 +118,7 @@ static napi_value OpenUdp(napi_env env, napi_callback_info info) {
   int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
     int off = 0;
+    buffers(fd);
     struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = IN6ADDR_ANY_INIT};
     if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) == 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0) return number(env, fd);
     int err = errno;
@@ -104,6 +127,7 @@ static napi_value OpenUdp(napi_env env, napi_callback_info info) {
   }
   fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return throw_errno(env, errno, "socket");
+  buffers(fd);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0) {
     int err = errno;

@@ -224,7 +224,9 @@ test('hostile datagrams on the port: garbage, truncated and oversized, initiatio
   });
   // A flood of initiations with a right mac1: past 1000 a second, n1 answers with cookies only.
   await sendDatagrams(n2.ns, n1.ip, 51820, Array.from({ length: 2500 }, noise));
-  await waitUntil('n1 sent cookie replies', async () => (await packets(cluster, n1))['cookiesSent']! > 0, 10_000);
+  await waitUntil('n1 sent cookie replies', async () => ((counted = await packets(cluster, n1))['cookiesSent'] ?? 0) > 0, 10_000).catch((err: unknown) => {
+    throw new Error(`counters: ${JSON.stringify(counted)}`, { cause: err });
+  });
 
   // Under a flood that lasts, a real peer still gets through: n1 answers its initiation with a
   // cookie, and n2 comes back with a mac2 made from it, which n1 takes before any work.

@@ -37,6 +37,11 @@ export class WgStandIn {
     this.#o = { network: '198.18.0.0/16', listenPort: 51820, publishPort: true, keepaliveS: 0, ...options };
   }
 
+  /** wireguard-go's pid (it replaced the shell that set up its mount namespace). */
+  get pid(): number | undefined {
+    return this.#process?.pid;
+  }
+
   get publicKey(): string {
     return x25519PublicKey(this.privateKey);
   }
