@@ -115,18 +115,20 @@ static void finalize(napi_env env, void *data, void *hint) {
   free(slot);
 }
 
-/* open(groups: number[], receiveBuffer: number, onData: (chunk, overflow) => void): handle */
+/* open(groups: number[], receiveBuffer: number, onData: (chunk, overflow) => void, protocol?: number): handle.
+ * The protocol is NETLINK_ROUTE unless given (NETLINK_GENERIC for WireGuard's family). */
 static napi_value open_socket(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
+  size_t argc = 4;
+  napi_value argv[4];
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   uint32_t ngroups = 0;
-  int32_t rcvbuf = 0;
-  if (argc != 3 || napi_get_array_length(env, argv[0], &ngroups) != napi_ok || napi_get_value_int32(env, argv[1], &rcvbuf) != napi_ok) {
-    napi_throw_type_error(env, NULL, "open(groups: number[], receiveBuffer: number, onData: function)");
+  int32_t rcvbuf = 0, protocol = NETLINK_ROUTE;
+  if ((argc != 3 && argc != 4) || napi_get_array_length(env, argv[0], &ngroups) != napi_ok || napi_get_value_int32(env, argv[1], &rcvbuf) != napi_ok ||
+      (argc == 4 && napi_get_value_int32(env, argv[3], &protocol) != napi_ok)) {
+    napi_throw_type_error(env, NULL, "open(groups: number[], receiveBuffer: number, onData: function, protocol?: number)");
     return NULL;
   }
-  int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+  int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
   if (fd < 0) return throw_errno(env, errno, "socket(AF_NETLINK)");
   struct sockaddr_nl addr = { .nl_family = AF_NETLINK };
   if (bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {

@@ -1,5 +1,5 @@
 /**
- * weft's rtnetlink socket (native/nl-socket): synchronous sends, and every datagram waiting read
+ * weft's netlink socket (native/nl-socket; rtnetlink, or generic netlink for WireGuard): synchronous sends, and every datagram waiting read
  * at once and handed over as one buffer; an overflow of its receive buffer (ENOBUFS) is reported,
  * not fatal. See the addon's header for why it replaced the `netlink` package's socket.
  */
@@ -7,7 +7,7 @@ import { ErrorCodes, WeftError } from '../core/errors.js';
 import { loadNativeAddon } from '../core/native-addon.js';
 
 interface Addon {
-  open(groups: number[], receiveBuffer: number, onData: (chunk: Buffer | undefined, overflow: number) => void): object;
+  open(groups: number[], receiveBuffer: number, onData: (chunk: Buffer | undefined, overflow: number) => void, protocol?: number): object;
   send(handle: object, datagram: Buffer): number;
   close(handle: object): void;
 }
@@ -27,11 +27,14 @@ export interface DatagramSocket {
  */
 export type DataListener = (chunk: Buffer | undefined, overflow: number) => void;
 
-export function openNetlinkSocket(options: { groups?: readonly number[]; receiveBuffer?: number }, onData: DataListener): DatagramSocket {
+/** NETLINK_GENERIC: the families the kernel registers by name (WireGuard's among them). */
+export const NETLINK_GENERIC = 16;
+
+export function openNetlinkSocket(options: { groups?: readonly number[]; receiveBuffer?: number; protocol?: number }, onData: DataListener): DatagramSocket {
   addon ??= loadNativeAddon<Addon>('nl-socket', 'nl_socket');
   if (!addon) throw new WeftError(ErrorCodes.INTERNAL, 'the native addon native/nl-socket is not built: run make setup');
   const native = addon;
-  const handle = native.open([...(options.groups ?? [])], options.receiveBuffer ?? 0, onData);
+  const handle = options.protocol === undefined ? native.open([...(options.groups ?? [])], options.receiveBuffer ?? 0, onData) : native.open([...(options.groups ?? [])], options.receiveBuffer ?? 0, onData, options.protocol);
   return {
     send: (datagram) => native.send(handle, datagram),
     close: () => native.close(handle),
