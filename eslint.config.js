@@ -27,7 +27,7 @@ const layers = {
   subnet: [{ group: ['**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'subnet depends only on kube (the shared API client), lease, config, ip, json, core' }],
   kube: [{ group: ['**/subnet/**', '**/lease/**', '**/config/**', '**/ip/**', '**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'kube/ is the API client and informer, for anything that reads the API: json and core only' }],
   backend: [
-    { group: ['**/cli/**', '**/testing/**', '**/subnet/etcd/**', '**/subnet/kube/**', '**/kube/**', '**/netlink/rtnetlink*', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'a backend depends on the ports (subnet-manager, netlink/netlink) and on lease, config, ip, json, core' },
+    { group: ['**/cli/**', '**/testing/**', '**/subnet/etcd/**', '**/subnet/kube/**', '**/kube/**', '**/netlink/rtnetlink*', '**/netlink/wg-netlink*', '**/traffic/**', '**/cni/**', '**/health/**'], message: 'a backend depends on the ports (subnet-manager, netlink/netlink) and on lease, config, ip, json, core' },
   ],
   adapter: [{ group: ['**/lease/**', '**/subnet/**', '**/kube/**', '**/backend/**', '**/config/**', '**/cli/**', '**/cni/**', '**/health/**', '**/testing/**'], message: 'OS adapters (netlink, traffic) know nothing of leases or backends: ip and core only' }],
   cni: [

@@ -10,6 +10,7 @@ import type { Logger } from '../core/log.js';
 import type { NetworkConfig } from '../config/network-config.js';
 import type { Lease, LeaseAttrs, LeaseEvent } from '../lease/lease.js';
 import type { Netlink } from '../netlink/netlink.js';
+import type { WireGuardPort } from '../netlink/wireguard.js';
 import type { ExternalInterface } from './external-interface.js';
 import type { FamilyPlane } from './family-plane.js';
 import type { KeyStore } from './key-store.js';
@@ -25,6 +26,10 @@ export interface BackendDeps {
   readonly keys: KeyStore;
   /** Where weft's own WireGuard devices serve their UAPI sockets, if not `wg`'s /var/run/wireguard. */
   readonly wireguardSocketDir?: string;
+  /** The kernel's WireGuard port (generic netlink), if not the backend's own; tests give a fake. */
+  readonly wireguard?: WireGuardPort;
+  /** `userspace`: weft's own WireGuard even where the kernel has one (WEFT_WIREGUARD=userspace). */
+  readonly wireguardPath?: 'userspace';
   /** What this node published in an earlier run, if the registry still has it. */
   readonly previous?: LeaseAttrs;
   /**

@@ -25,6 +25,7 @@ import { enabledFamilies, familyPlanes, withLease } from '../backend/family-plan
 import type { ExternalInterface } from '../backend/external-interface.js';
 import { FileKeyStore } from '../backend/key-store.js';
 import { RtNetlink } from '../netlink/rtnetlink.js';
+import { WgNetlink } from '../netlink/wg-netlink.js';
 import { writeSubnetEnv } from '../subnet/subnet-env.js';
 import { Iptables } from '../traffic/iptables.js';
 import { detectIptablesVariant } from '../traffic/iptables-variant.js';
@@ -237,6 +238,8 @@ class Agent {
           planes,
           keys: new FileKeyStore(this.#o.env['WIREGUARD_KEY_FILE'] || defaultKeyFile),
           ...(this.#o.env['WEFT_WIREGUARD_SOCKET_DIR'] ? { wireguardSocketDir: this.#o.env['WEFT_WIREGUARD_SOCKET_DIR'] } : {}),
+          ...(this.#o.env['WEFT_WIREGUARD'] === 'userspace' ? { wireguardPath: 'userspace' as const } : {}),
+          ...(config.backend.type === 'wireguard' ? { wireguard: new WgNetlink() } : {}),
           clock: this.#clock,
           ...(previous ? { previous } : {}),
           stateFile,

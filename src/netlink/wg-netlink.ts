@@ -11,11 +11,17 @@ import { WG_GENL_NAME, decodeDevice, decodeFamilyId, encodeGetDevice, encodeGetF
 import type { WgChange, WgDevice, WireGuardPort } from './wireguard.js';
 
 export class WgNetlink implements WireGuardPort {
-  readonly #channel: RtChannel;
+  readonly #open: () => RtChannel;
+  #opened: RtChannel | undefined;
   #family: Promise<number> | undefined;
 
-  constructor(channel?: RtChannel) {
-    this.#channel = channel ?? new RtChannel((onData) => openNetlinkSocket({ protocol: NETLINK_GENERIC }, onData));
+  /** The socket is opened at the first request: an agent whose kernel has no WireGuard never opens it. */
+  constructor(open: () => RtChannel = () => new RtChannel((onData) => openNetlinkSocket({ protocol: NETLINK_GENERIC }, onData))) {
+    this.#open = open;
+  }
+
+  get #channel(): RtChannel {
+    return (this.#opened ??= this.#open());
   }
 
   /** The family's id; a KernelError (ENOENT) where the kernel has no WireGuard. */
@@ -44,6 +50,7 @@ export class WgNetlink implements WireGuardPort {
   }
 
   close(): void {
-    this.#channel.close();
+    this.#opened?.close();
+    this.#opened = undefined;
   }
 }

@@ -50,6 +50,8 @@ export interface WireGuardPort {
   /** The device `name` as it is now; undefined when there is none. */
   device(name: string): Promise<WgDevice | undefined>;
   configure(name: string, change: WgChange): Promise<void>;
+  /** Releases what the port holds (a socket). */
+  close?(): void;
 }
 
 export function isRemoval(p: WgPeer | { readonly remove: true }): p is { readonly publicKey: string; readonly remove: true } {

@@ -25,6 +25,7 @@ import { checkUnderlayMtu, podMtu } from '../mtu.js';
 import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network.js';
 import { peerProblem } from '../peer-checks.js';
 import { defaultSocketDir } from './uapi-server.js';
+import { KernelPath } from './kernel-path.js';
 import { UserspacePath, type WgDataPath } from './userspace-path.js';
 import { wireguardAddon } from './wg-addon.js';
 import { type WgPeerEntry, wgPeerKind } from './wg-peer-kind.js';
@@ -45,14 +46,24 @@ export const wireguardBackend: BackendFactory = {
     const planes = new PlaneSet(deps.planes);
     checkUnderlayMtu('wireguard', underlay, planes.families, wg.mtu ? 'Backend.MTU' : `the MTU of ${deps.extIface.name}`);
     const keys = await deps.keys.curve25519();
-    // weft's kernel path (generic netlink) is not written yet: every node runs weft's own.
-    const path = new UserspacePath(wireguardAddon(), deps.netlink, deps.log, deps.wireguardSocketDir ?? defaultSocketDir);
-    deps.log.info({ path: path.kind, publicKey: keys.publicKey, mode: wg.mode }, 'WireGuard data path chosen: weft\'s own (the kernel path is not in this version)');
-    const driver = new WireguardDriver(wg, deps, planes, path, keys, podMtu('wireguard', underlay, planes.families));
+    const mtu = podMtu('wireguard', underlay, planes.families);
+    const path = await chooseDataPath(deps, wg.mode === 'separate' ? wgDeviceName[planes.families[0]!] : wgDeviceName[4], mtu);
+    deps.log.info({ path: path.kind, publicKey: keys.publicKey, mode: wg.mode }, path.kind === 'kernel' ? 'WireGuard data path chosen: the kernel\'s' : 'WireGuard data path chosen: weft\'s own (this kernel has no WireGuard)');
+    const driver = new WireguardDriver(wg, deps, planes, path, keys, mtu);
     await driver.prepare();
     return new OverlayNetwork(driver, planes, { netlink: deps.netlink, log: deps.log, ...(deps.clock ? { clock: deps.clock } : {}) });
   },
 };
+
+/**
+ * The kernel's WireGuard where it makes the device and the agent has its port, else weft's own.
+ * WEFT_WIREGUARD=userspace (deps.wireguardPath) chooses weft's own everywhere.
+ */
+async function chooseDataPath(deps: BackendDeps, first: string, mtu: number): Promise<WgDataPath> {
+  if (deps.wireguard && deps.wireguardPath !== 'userspace' && (await KernelPath.available(deps.netlink, first, mtu))) return new KernelPath(deps.netlink, deps.wireguard, deps.log);
+  deps.wireguard?.close?.();
+  return new UserspacePath(wireguardAddon(), deps.netlink, deps.log, deps.wireguardSocketDir ?? defaultSocketDir);
+}
 
 interface Device {
   readonly name: string;
