@@ -14,19 +14,43 @@ export class FakeWireGuard implements WireGuardPort {
   readonly devices = new Map<string, FakeDevice>();
   /** Changes applied, in order, for tests that count writes. */
   readonly changes: Array<{ device: string; change: WgChange }> = [];
+  readonly #exists: ((name: string) => boolean) | undefined;
+  closed = false;
+
+  /**
+   * `exists`: whether the kernel has a WireGuard link of that name (a FakeNetlink's), as the
+   * kernel's devices come and go with their links; without it, devices are made with add().
+   */
+  constructor(exists?: (name: string) => boolean) {
+    this.#exists = exists;
+  }
+
+  #get(name: string): FakeDevice | undefined {
+    if (!this.#exists) return this.devices.get(name);
+    if (!this.#exists(name)) {
+      this.devices.delete(name);
+      return undefined;
+    }
+    if (!this.devices.has(name)) this.add(name);
+    return this.devices.get(name);
+  }
+
+  close(): void {
+    this.closed = true;
+  }
 
   add(name: string, listenPort = 0): void {
     this.devices.set(name, { listenPort, peers: [] });
   }
 
   async device(name: string): Promise<WgDevice | undefined> {
-    const d = this.devices.get(name);
+    const d = this.#get(name);
     if (!d) return undefined;
     return { listenPort: d.listenPort, ...(d.privateKey ? { publicKey: x25519PublicKey(d.privateKey) } : {}), peers: d.peers.map((p) => ({ ...p })) };
   }
 
   async configure(name: string, change: WgChange): Promise<void> {
-    const d = this.devices.get(name);
+    const d = this.#get(name);
     if (!d) throw new KernelError(`configure ${name}`, 'ENODEV');
     this.changes.push({ device: name, change });
     if (change.privateKey !== undefined) d.privateKey = change.privateKey;
