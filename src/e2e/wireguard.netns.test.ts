@@ -253,3 +253,43 @@ s.close();`]);
   assert.deepEqual((await device(n1)).peers.map((p) => [p.publicKey, p.allowedIps.length]), before.map((p) => [p.publicKey, p.allowedIps.length]));
   await assertFullMesh(cluster);
 });
+
+test('dual-stack on weft\'s own WireGuard: separate mode\'s two devices, each family over its own', { skip, timeout: 180_000 }, async (t) => {
+  const dualConfig = JSON.stringify({ Network: '198.18.0.0/16', EnableIPv6: true, IPv6Network: '2001:db8:1800::/56', Backend: { Type: 'wireguard' } });
+  const cluster = await startCluster(t, { backend: 'wireguard', config: dualConfig, agentFlags: flags, ipv6: true }, 2);
+  const [n1] = cluster.nodes as [ClusterNode];
+  for (const node of cluster.nodes) await cluster.addPod(node);
+  await assertFullMesh(cluster);
+  const [v4, v6] = [await device(n1, 'flannel-wg'), await device(n1, 'flannel-wg-v6')];
+  assert.deepEqual([v4.listenPort, v6.listenPort], [51820, 51821]);
+  assert.equal(v4.peers[0]?.allowedIps[0]?.ip.family, 4);
+  assert.equal(v6.peers[0]?.allowedIps[0]?.ip.family, 6);
+  assert.equal(v6.peers[0]?.endpoint?.ip.family, 6, 'the IPv6 device dials the peer\'s public IPv6');
+});
+
+test('IPv6-only in auto mode: one device, the peers dialled over IPv6', { skip, timeout: 180_000 }, async (t) => {
+  const v6config = JSON.stringify({ EnableIPv4: false, EnableIPv6: true, IPv6Network: '2001:db8:1800::/56', Backend: { Type: 'wireguard', Mode: 'auto' } });
+  const cluster = await startCluster(t, { backend: 'wireguard', config: v6config, agentFlags: flags, ipv6: true }, 2);
+  const [n1] = cluster.nodes as [ClusterNode];
+  for (const node of cluster.nodes) await cluster.addPod(node);
+  await assertFullMesh(cluster);
+  const d = await device(n1);
+  assert.equal(d.peers[0]?.endpoint?.ip.family, 6);
+  assert.equal(d.peers[0]?.endpoint?.port, 51820);
+});
+
+test('kube mode: the annotations flannel writes for wireguard, and pods reach pods', { skip, timeout: 180_000 }, async (t) => {
+  const cluster = await Cluster.create({ nodes: 2, config: config(), kube: { podCidr: (n) => `198.18.${n * 10}.0/24` } });
+  cluster.destroyAfter(t);
+  for (const node of cluster.nodes) cluster.startAgent(node);
+  await waitUntil('every agent wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet), 30_000);
+  for (const node of cluster.nodes) await cluster.addPod(node);
+  await assertFullMesh(cluster);
+  const [n1, n2] = cluster.nodes as [ClusterNode, ClusterNode];
+  const annotations = (await cluster.api!.getNode('node1')).metadata.annotations!;
+  const ownKey = (await device(n2)).peers[0]?.publicKey;
+  assert.equal(annotations['flannel.alpha.coreos.com/backend-type'], 'wireguard');
+  assert.equal(annotations['flannel.alpha.coreos.com/backend-data'], `{"PublicKey":"${ownKey}","Port":51820}`, 'node1\'s key, as node2 has it for its peer');
+  assert.equal(annotations['flannel.alpha.coreos.com/public-ip'], n1.ip);
+  assert.equal(annotations['flannel.alpha.coreos.com/kube-subnet-manager'], 'true');
+});
