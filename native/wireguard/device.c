@@ -10,6 +10,7 @@
 
 #include "timers.h"
 #include "packet.h"
+#include "state.h"
 
 #include <linux/if.h>
 #include <linux/if_tun.h>
@@ -1049,11 +1050,16 @@ fail:
 }
 
 void wg_device_stop(struct wg_device *d) {
+  wg_device_stop_exporting(d, NULL);
+}
+
+void wg_device_stop_exporting(struct wg_device *d, int *exported) {
   atomic_store(&d->stopping, 1);
   wg_device_kick(d);
   if (d->threads >= 1) pthread_join(d->rx_thread, NULL);
   if (d->threads >= 2) pthread_join(d->tx_thread, NULL);
   if (d->threads >= 3) pthread_join(d->timer_thread, NULL);
+  if (exported) *exported = wg_state_export(d);
   while (d->peers) wg_peer_remove(d, d->peers);
   if (d->index.buckets) itab_free(&d->index);
   if (d->allowed.buckets) atab_free(&d->allowed);

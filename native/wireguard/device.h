@@ -138,8 +138,10 @@ uint64_t wg_now(void);
 
 /* Starts the threads over the two fds (which stay the caller's); NULL with errno on failure. */
 struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port);
-/* Stops the threads and frees the device; every key is wiped. */
+/* Stops the threads and frees the device; every key is wiped. With `export`, first writes its
+ * state to a memfd for the next agent (state.h): the fd in *exported, -1 if that failed. */
 void wg_device_stop(struct wg_device *d);
+void wg_device_stop_exporting(struct wg_device *d, int *exported);
 void wg_device_counters(struct wg_device *d, uint64_t out[WC_COUNT]);
 /* Wakes the timer thread: a packet waits for a handshake. */
 void wg_device_kick(struct wg_device *d);

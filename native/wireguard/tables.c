@@ -43,6 +43,19 @@ struct index_entry *itab_get(const struct index_table *t, uint32_t index) {
   return NULL;
 }
 
+int itab_put(struct index_table *t, uint32_t i, enum index_kind kind, struct wg_peer *peer, struct wg_keypair *keypair) {
+  if (itab_get(t, i)) return -1;
+  struct index_entry *e = malloc(sizeof *e);
+  if (!e) return -1;
+  *e = (struct index_entry){.index = i, .kind = kind, .peer = peer, .keypair = keypair};
+  if (t->count + 1 > t->nbuckets * 2) itab_grow(t);
+  size_t h = mix32(i) & (t->nbuckets - 1);
+  e->next = t->buckets[h];
+  t->buckets[h] = e;
+  t->count++;
+  return 0;
+}
+
 int itab_add(struct index_table *t, enum index_kind kind, struct wg_peer *peer, struct wg_keypair *keypair, uint32_t *index) {
   struct index_entry *e = malloc(sizeof *e);
   if (!e) return -1;

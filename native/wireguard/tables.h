@@ -31,6 +31,8 @@ struct index_table {
 int itab_init(struct index_table *t);
 /* A fresh random index naming (kind, peer, keypair); 0 on success. */
 int itab_add(struct index_table *t, enum index_kind kind, struct wg_peer *peer, struct wg_keypair *keypair, uint32_t *index);
+/* Names (kind, peer, keypair) by a given index (a session restored after a restart); -1 if taken. */
+int itab_put(struct index_table *t, uint32_t index, enum index_kind kind, struct wg_peer *peer, struct wg_keypair *keypair);
 struct index_entry *itab_get(const struct index_table *t, uint32_t index);
 void itab_remove(struct index_table *t, uint32_t index);
 void itab_free(struct index_table *t);

@@ -17,6 +17,7 @@
 #include "weft-napi.h"
 #include "device.h"
 #include "timers.h"
+#include "state.h"
 
 static int args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, const char *usage) {
   size_t argc = want;
@@ -224,13 +225,77 @@ static napi_value Counters(napi_env env, napi_callback_info info) {
   return arr;
 }
 
+/* stop(device, exportState?): joins the threads and frees the device. With exportState, its state
+ * (key, peers, sessions) first goes into a memfd for the next agent: that fd, or -1. */
 static napi_value Stop(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  if (!args(env, info, 1, argv, "stop(device)")) return NULL;
+  napi_value argv[2];
+  size_t argc = 2;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 1) {
+    napi_throw_type_error(env, NULL, "stop(device, exportState?)");
+    return NULL;
+  }
   struct wg_device **slot = unwrap(env, argv[0]);
   if (!slot) return NULL;
-  wg_device_stop(*slot);
+  bool exporting = false;
+  if (argc > 1) napi_get_value_bool(env, argv[1], &exporting);
+  int fd = -1;
+  wg_device_stop_exporting(*slot, exporting ? &fd : NULL);
   *slot = NULL;
+  return exporting ? number(env, fd) : NULL;
+}
+
+/* importState(device, fd): restores what stop(device, true) exported; the peers restored, or -1
+ * when the state is not this version's. The fd is emptied, not closed. */
+static napi_value ImportState(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  uint32_t fd;
+  if (!args(env, info, 2, argv, "importState(device, fd)") || !get_u32(env, argv[1], &fd, "importState(device, fd)")) return NULL;
+  struct wg_device **slot = unwrap(env, argv[0]);
+  if (!slot) return NULL;
+  return number(env, wg_state_import(*slot, (int)fd));
+}
+
+/* describeFd(fd): { tun: name } for a TUN device, { udpPort } for a bound UDP socket, {} else. */
+static napi_value DescribeFd(napi_env env, napi_callback_info info) {
+  napi_value argv[1], out;
+  uint32_t fd;
+  if (!args(env, info, 1, argv, "describeFd(fd)") || !get_u32(env, argv[0], &fd, "describeFd(fd)")) return NULL;
+  napi_create_object(env, &out);
+  if (fcntl((int)fd, F_GETFD) < 0) return out;
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  if (ioctl((int)fd, TUNGETIFF, &ifr) == 0) {
+    napi_value name;
+    if ((ifr.ifr_flags & (IFF_TUN | IFF_TAP | IFF_NO_PI)) == (IFF_TUN | IFF_NO_PI)) {
+      napi_create_string_utf8(env, ifr.ifr_name, NAPI_AUTO_LENGTH, &name);
+      napi_set_named_property(env, out, "tun", name);
+    }
+    return out;
+  }
+  int type = 0;
+  socklen_t l = sizeof type;
+  struct sockaddr_storage sa;
+  if (getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_DGRAM) return out;
+  l = sizeof sa;
+  if (getsockname((int)fd, (struct sockaddr *)&sa, &l) < 0) return out;
+  uint16_t port = sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port) : ntohs(((struct sockaddr_in *)&sa)->sin_port);
+  napi_set_named_property(env, out, "udpPort", number(env, port));
+  return out;
+}
+
+/* keepOnExec(fd, keep): whether fd survives execve (the agent's graceful restart hands it on). */
+static napi_value KeepOnExec(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  uint32_t fd;
+  bool keep;
+  if (!args(env, info, 2, argv, "keepOnExec(fd, keep)") || !get_u32(env, argv[0], &fd, "keepOnExec(fd, keep)")) return NULL;
+  if (napi_get_value_bool(env, argv[1], &keep) != napi_ok) {
+    napi_throw_type_error(env, NULL, "keepOnExec: keep must be a boolean");
+    return NULL;
+  }
+  int flags = fcntl((int)fd, F_GETFD);
+  if (flags < 0 || fcntl((int)fd, F_SETFD, keep ? flags & ~FD_CLOEXEC : flags | FD_CLOEXEC) < 0) return throw_errno(env, errno, "fcntl");
   return NULL;
 }
 
@@ -369,6 +434,9 @@ static napi_value Init(napi_env env, napi_value exports) {
     {"uapi", NULL, Uapi, NULL, NULL, NULL, napi_enumerable, NULL},
     {"counters", NULL, Counters, NULL, NULL, NULL, napi_enumerable, NULL},
     {"stop", NULL, Stop, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"importState", NULL, ImportState, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"describeFd", NULL, DescribeFd, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"keepOnExec", NULL, KeepOnExec, NULL, NULL, NULL, napi_enumerable, NULL},
     {"hchacha20", NULL, Hchacha20, NULL, NULL, NULL, napi_enumerable, NULL},
     {"mac", NULL, Mac, NULL, NULL, NULL, napi_enumerable, NULL},
     {"handshake", NULL, Handshake, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -3,8 +3,9 @@
  * etcd, pods made by the real CNI plugins, traffic checked with ping.
  */
 import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
 import { type ClusterNode, Cluster, type Pod } from '../testing/cluster.js';
-import { ipJson, nsExec } from '../testing/netns.js';
+import { ipJson, nsExec, spawnInNetns, stopProcess } from '../testing/netns.js';
 import { waitUntil } from '../testing/wait.js';
 
 export interface Suite {
@@ -84,3 +85,25 @@ export async function leaseKeyOf(cluster: Cluster, node: ClusterNode): Promise<s
 }
 
 export const wait = waitUntil;
+
+/**
+ * Runs `ping -i 0.01 -c <count>` from `from` to `to` while `action` runs, and counts what was sent
+ * and answered. ping ends on its own, after waiting for the last answers: none is counted lost for
+ * being still in flight.
+ */
+export async function pingThrough(from: Pod, to: string, count: number, action: () => Promise<void>): Promise<{ sent: number; received: number }> {
+  const ping: ChildProcess = spawnInNetns(from.ns, 'ping', ['-i', '0.01', '-c', String(count), '-W', '5', '-q', to]);
+  let out = '';
+  ping.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise((resolve) => ping.once('close', resolve));
+  try {
+    await new Promise((r) => setTimeout(r, 500));
+    await action();
+    await exited;
+  } finally {
+    await stopProcess(ping, 'SIGINT');
+  }
+  const m = /(\d+) packets transmitted, (\d+) received/.exec(out);
+  assert.ok(m, `ping printed its statistics: ${out}`);
+  return { sent: Number(m[1]), received: Number(m[2]) };
+}

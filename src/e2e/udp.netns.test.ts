@@ -5,13 +5,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { maskIp } from '../ip/cidr.js';
 import { formatIp } from '../ip/ip.js';
-import type { Cluster, ClusterNode, Pod } from '../testing/cluster.js';
-import { ipJson, netnsSkipReason, nsExec, spawnInNetns, stopProcess } from '../testing/netns.js';
-import { assertFullMesh, startCluster, wait } from './cluster-scenarios.js';
+import type { Cluster, ClusterNode } from '../testing/cluster.js';
+import { ipJson, netnsSkipReason, nsExec } from '../testing/netns.js';
+import { assertFullMesh, pingThrough, startCluster, wait } from './cluster-scenarios.js';
 
 const skip = netnsSkipReason();
 const healthPort = 8471;
@@ -29,28 +28,6 @@ async function networkRoute(node: ClusterNode): Promise<string | undefined> {
 }
 
 const programmedCount = (node: ClusterNode): number => node.log.split('initial peers programmed').length - 1;
-
-/**
- * Runs `ping -i 0.01 -c <count>` from `from` to `to` while `action` runs, and counts what was sent
- * and answered. ping ends on its own, after waiting for the last answers: none is counted lost for
- * being still in flight.
- */
-async function pingThrough(from: Pod, to: string, count: number, action: () => Promise<void>): Promise<{ sent: number; received: number }> {
-  const ping: ChildProcess = spawnInNetns(from.ns, 'ping', ['-i', '0.01', '-c', String(count), '-W', '5', '-q', to]);
-  let out = '';
-  ping.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise((resolve) => ping.once('close', resolve));
-  try {
-    await new Promise((r) => setTimeout(r, 500));
-    await action();
-    await exited;
-  } finally {
-    await stopProcess(ping, 'SIGINT');
-  }
-  const m = /(\d+) packets transmitted, (\d+) received/.exec(out);
-  assert.ok(m, `ping printed its statistics: ${out}`);
-  return { sent: Number(m[1]), received: Number(m[2]) };
-}
 
 async function cluster3(t: Parameters<typeof startCluster>[0]): Promise<Cluster> {
   const cluster = await startCluster(t, suite);

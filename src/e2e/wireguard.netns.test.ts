@@ -13,11 +13,11 @@ import { join } from 'node:path';
 import { parseGet } from '../netlink/wg-uapi.js';
 import type { WgDevice } from '../netlink/wireguard.js';
 import { Cluster, type ClusterNode } from '../testing/cluster.js';
-import { netnsSkipReason, nsExec, spawnInNetns, stopProcess } from '../testing/netns.js';
+import { ipJson, netnsSkipReason, nsExec, spawnInNetns, stopProcess } from '../testing/netns.js';
 import { initiation, mac1 } from '../testing/wg-reference.js';
 import { WgStandIn } from '../testing/wg-standin.js';
 import { waitUntil } from '../testing/wait.js';
-import { assertFullMesh, startCluster } from './cluster-scenarios.js';
+import { assertFullMesh, pingThrough, startCluster } from './cluster-scenarios.js';
 
 const skip = netnsSkipReason();
 const healthPort = 8471;
@@ -292,4 +292,33 @@ test('kube mode: the annotations flannel writes for wireguard, and pods reach po
   assert.equal(annotations['flannel.alpha.coreos.com/backend-data'], `{"PublicKey":"${ownKey}","Port":51820}`, 'node1\'s key, as node2 has it for its peer');
   assert.equal(annotations['flannel.alpha.coreos.com/public-ip'], n1.ip);
   assert.equal(annotations['flannel.alpha.coreos.com/kube-subnet-manager'], 'true');
+});
+
+test('a graceful restart (SIGHUP) on weft\'s own WireGuard loses no packet: the device, the socket and the sessions go to the next agent', { skip, timeout: 180_000 }, async (t) => {
+  const cluster = await startCluster(t, { backend: 'wireguard', config: config(), agentFlags: flags }, 2);
+  const [n1, n2] = cluster.nodes as [ClusterNode, ClusterNode];
+  const [p1, p2] = [await cluster.addPod(n1), await cluster.addPod(n2)];
+  await assertFullMesh(cluster);
+  const pid = n2.agent!.pid!;
+  const before = (await device(n2)).peers[0]!;
+  const handshakes = (await packets(cluster, n1))['handshakes'];
+  const graceful = await pingThrough(p1, p2.ip, 400, async () => {
+    process.kill(pid, 'SIGHUP');
+    await waitUntil('the agent re-executed itself and took its device over', () => /WireGuard device, socket and sessions taken over/.test(n2.log) && n2.log.split('initial peers programmed').length === 3);
+  });
+  assert.ok(graceful.sent > 100, `ping ran (${graceful.sent} sent)`);
+  assert.equal(graceful.sent - graceful.received, 0, `a graceful restart lost ${graceful.sent - graceful.received} of ${graceful.sent} packets`);
+  assert.equal(n2.agent?.pid, pid, 'the same process, re-executed');
+  const after = (await device(n2)).peers[0]!;
+  assert.equal(after.lastHandshakeMs, before.lastHandshakeMs, 'the session went on: no new handshake');
+  assert.equal((await packets(cluster, n1))['handshakes'], handshakes, 'nor one on the other side');
+  assert.ok(after.rxBytes >= before.rxBytes, 'the counters went across too');
+
+  // Killed and started again: the device stays (its address and route with it), new sessions are made.
+  const index = (await ipJson<Array<{ ifindex: number }>>(n2.ns, ['link', 'show', 'flannel-wg']))[0]?.ifindex;
+  await cluster.stopAgent(n2, 'SIGKILL');
+  cluster.startAgent(n2, flags);
+  await waitUntil('the new agent programmed its peer', () => n2.log.split('initial peers programmed').length === 4);
+  await assertFullMesh(cluster);
+  assert.equal((await ipJson<Array<{ ifindex: number }>>(n2.ns, ['link', 'show', 'flannel-wg']))[0]?.ifindex, index, 'the same device');
 });

@@ -24,14 +24,17 @@ export class KernelPath implements WgDataPath {
 
   /**
    * Whether this kernel makes WireGuard devices: true when `name` is one already, or when one can
-   * be made (it is kept for ensure); false when the kernel does not know the kind (no module).
+   * be made (then kept for ensure); false when the kernel does not know the kind (no module). A
+   * device of another kind under that name (weft's own TUN from an earlier run) is left alone: the
+   * question is asked with a device of another name, made and deleted at once.
    */
   static async available(netlink: Netlink, name: string, mtu: number): Promise<boolean> {
     const link = await netlink.linkByName(name);
     if (link && linkKind(link) === 'wireguard') return true;
+    const probe = link ? `wgprobe${process.pid % 100_000}` : name;
     try {
-      if (link) await netlink.deleteLink(link.index);
-      await netlink.createLink(name, { kind: 'wireguard' }, { mtu });
+      const made = await netlink.createLink(probe, { kind: 'wireguard' }, { mtu });
+      if (probe !== name) await netlink.deleteLink(made.index);
       return true;
     } catch (err) {
       if (errnoOf(err) === 'EOPNOTSUPP') return false;

@@ -5,6 +5,7 @@
  * peers) lives in the addon and is configured through the same port as the kernel's.
  */
 import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
+import type { FdHandover } from '../../core/handover.js';
 import type { Logger } from '../../core/log.js';
 import { KernelError, type Netlink, errnoOf, linkKind } from '../../netlink/netlink.js';
 import { checkResponse, formatSet, parseGet } from '../../netlink/wg-uapi.js';
@@ -51,12 +52,19 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
   readonly #socketDir: string | undefined;
   readonly #listeners = new Set<() => void>();
 
-  /** `socketDir`: where each device's UAPI socket goes (`wg` looks in /var/run/wireguard); undefined: none. */
-  constructor(addon: WireguardAddon, netlink: Netlink, log: Logger, socketDir?: string) {
+  readonly #handover: FdHandover | undefined;
+
+  /**
+   * `socketDir`: where each device's UAPI socket goes (`wg` looks in /var/run/wireguard); undefined:
+   * none. `handover`: a graceful restart hands each device's TUN, socket and sessions to the next
+   * agent, and takes the previous agent's.
+   */
+  constructor(addon: WireguardAddon, netlink: Netlink, log: Logger, socketDir?: string, handover?: FdHandover) {
     this.#addon = addon;
     this.#nl = netlink;
     this.#log = log;
     this.#socketDir = socketDir;
+    this.#handover = handover;
   }
 
   onOutsideChange(changed: () => void): () => void {
@@ -79,18 +87,24 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
       this.#log.warn({ device: name, kind: linkKind(link) }, 'replacing a device that is not a TUN with weft\'s WireGuard TUN');
       await this.#nl.deleteLink(link.index);
     }
-    const tun = this.#addon.openTun(name);
-    let udp: number | undefined;
+    const inherited = this.#inherited(name, spec.listenPort);
+    const tun = inherited.tun ?? this.#addon.openTun(name);
+    let udp = inherited.udp;
     try {
       const made = await this.#nl.linkByName(name);
       if (!made) throw new KernelError(`the TUN device ${name} vanished as it was opened`, 'ENODEV');
       if (made.mtu !== spec.mtu) await this.#nl.setLink(made.index, { mtu: spec.mtu });
       try {
-        udp = this.#addon.openUdp(spec.listenPort);
+        udp ??= this.#addon.openUdp(spec.listenPort);
       } catch (err) {
         throw new WeftError(ErrorCodes.CONFIG, `cannot listen on UDP port ${spec.listenPort} for ${name}: ${errorMessage(err)} (is flanneld or another WireGuard on this node using it?)`, { cause: err });
       }
       const handle = this.#addon.start(tun, udp, spec.mtu, spec.listenPort);
+      if (inherited.state !== undefined) {
+        const sessions = this.#addon.importState(handle, inherited.state);
+        this.#addon.closeFd(inherited.state);
+        this.#log.info({ device: name, peers: sessions }, sessions >= 0 ? 'WireGuard device, socket and sessions taken over from the previous agent' : 'WireGuard device and socket taken over; the previous agent\'s sessions are of another version and are made anew');
+      }
       const server = this.#socketDir === undefined ? undefined : this.#server(name, handle);
       const dev = { tun, udp, handle, index: made.index, listenPort: spec.listenPort, ...(server ? { server } : {}) };
       this.#devices.set(name, dev);
@@ -126,8 +140,26 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
     return sum;
   }
 
+  /** With a handover, each device's TUN, socket and state go to the next agent, open; else they close. */
   stop(): void {
-    for (const [name, dev] of [...this.#devices]) this.#release(name, dev);
+    for (const [name, dev] of [...this.#devices]) this.#release(name, dev, this.#handover);
+  }
+
+  /** The previous agent's TUN, socket and state for this device, each only if it is what it should be. */
+  #inherited(name: string, port: number): { tun?: number; udp?: number; state?: number } {
+    const h = this.#handover;
+    if (!h) return {};
+    const out: { tun?: number; udp?: number; state?: number } = {};
+    const [tun, udp, state] = [h.take(`wg-tun-${name}`), h.take(`wg-socket-${name}`), h.take(`wg-state-${name}`)];
+    if (tun !== undefined && this.#addon.describeFd(tun).tun === name) out.tun = tun;
+    else if (tun !== undefined) this.#addon.closeFd(tun);
+    if (udp !== undefined && this.#addon.describeFd(udp).udpPort === port) out.udp = udp;
+    else if (udp !== undefined) this.#addon.closeFd(udp);
+    // Sessions only go on with the socket they were made on.
+    if (state !== undefined && out.tun !== undefined && out.udp !== undefined) out.state = state;
+    else if (state !== undefined) this.#addon.closeFd(state);
+    for (const fd of [out.tun, out.udp, out.state]) if (fd !== undefined) this.#addon.keepOnExec(fd, false);
+    return out;
   }
 
   #configure(name: string, dev: Running, change: WgChange): void {
@@ -141,10 +173,19 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
     return new UapiServer(this.#socketDir!, name, (request) => this.#addon.uapi(handle, request), changed, this.#log);
   }
 
-  #release(name: string, dev: Running): void {
+  #release(name: string, dev: Running, handover?: FdHandover): void {
     this.#devices.delete(name);
     // The socket goes before the device: a request in flight must not reach a stopped one.
     void dev.server?.stop();
+    if (handover) {
+      const state = this.#addon.stop(dev.handle, true);
+      for (const [what, fd] of [['tun', dev.tun], ['socket', dev.udp], ['state', state]] as const) {
+        if (fd < 0) continue;
+        this.#addon.keepOnExec(fd, true);
+        handover.pass(`wg-${what}-${name}`, fd);
+      }
+      return;
+    }
     this.#addon.stop(dev.handle);
     for (const fd of [dev.udp, dev.tun]) {
       try {

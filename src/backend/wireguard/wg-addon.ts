@@ -21,8 +21,15 @@ export interface WireguardAddon {
   /** A UAPI request (`get=1` or `set=1`, ending in an empty line): the answer, errno line included. */
   uapi(handle: WgDeviceHandle, request: string): string;
   counters(handle: WgDeviceHandle): number[];
-  /** Joins the threads; every key is wiped. */
+  /** Joins the threads; every key is wiped. With `exportState`, the device's state first goes into a memfd for the next agent: its fd, or -1. */
   stop(handle: WgDeviceHandle): void;
+  stop(handle: WgDeviceHandle, exportState: true): number;
+  /** Restores what stop(handle, true) exported: the peers restored, -1 for another version's state. Empties the fd. */
+  importState(handle: WgDeviceHandle, fd: number): number;
+  /** What an inherited fd is: a TUN device, a bound UDP socket (its port), or neither. */
+  describeFd(fd: number): { tun?: string; udpPort?: number };
+  /** Whether the fd survives execve (a graceful restart hands it on). */
+  keepOnExec(fd: number, keep: boolean): void;
   /** The protocol's pieces, for tests. */
   hchacha20(key: Uint8Array, nonce: Uint8Array): Uint8Array;
   mac(key: Uint8Array, data: Uint8Array): Uint8Array;
@@ -71,7 +78,7 @@ export function wgCountersOf(raw: readonly number[]): Record<(typeof wgCounterNa
   return Object.fromEntries(wgCounterNames.map((name, i) => [name, raw[i] ?? 0])) as Record<(typeof wgCounterNames)[number], number>;
 }
 
-const kernelCalls = ['openTun', 'openUdp', 'start'] as const;
+const kernelCalls = ['openTun', 'openUdp', 'start', 'keepOnExec'] as const;
 let loaded: WireguardAddon | undefined;
 
 /** The addon with its kernel failures as KernelErrors; WEFT_ERR_CONFIG saying how to build it when it was not built. */

@@ -150,6 +150,13 @@ test('the kernel path where the kernel makes WireGuard devices (an existing one 
   const bare = new FakeNetlink();
   bare.missingKinds.add('wireguard');
   assert.equal(await KernelPath.available(bare, 'flannel-wg', 1420), false);
+  // weft's own TUN of an earlier run stays where it is while the kernel is asked.
+  const tun = await bare.createLink('flannel-wg', { kind: 'vxlan', vxlan: { vni: 1, port: 0, learning: false, gbp: false } }, {});
+  assert.equal(await KernelPath.available(bare, 'flannel-wg', 1420), false);
+  assert.equal((await bare.linkByName('flannel-wg'))?.index, tun.index);
+  bare.missingKinds.clear();
+  assert.equal(await KernelPath.available(bare, 'flannel-wg', 1420), true);
+  assert.deepEqual([...bare.linkTable.values()].map((l) => l.name).sort(), ['eth0', 'flannel-wg'], 'the probe went again');
   // Any other refusal is not "no WireGuard here": it stops the agent with its reason.
   const failing = new FakeNetlink();
   failing.failNext('createLink');

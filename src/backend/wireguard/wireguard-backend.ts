@@ -62,7 +62,7 @@ export const wireguardBackend: BackendFactory = {
 async function chooseDataPath(deps: BackendDeps, first: string, mtu: number): Promise<WgDataPath> {
   if (deps.wireguard && deps.wireguardPath !== 'userspace' && (await KernelPath.available(deps.netlink, first, mtu))) return new KernelPath(deps.netlink, deps.wireguard, deps.log);
   deps.wireguard?.close?.();
-  return new UserspacePath(wireguardAddon(), deps.netlink, deps.log, deps.wireguardSocketDir ?? defaultSocketDir);
+  return new UserspacePath(wireguardAddon(), deps.netlink, deps.log, deps.wireguardSocketDir ?? defaultSocketDir, deps.handover);
 }
 
 interface Device {
