@@ -219,6 +219,23 @@ static size_t seal_data(struct wg_aead *a, struct wg_device *d, struct wg_keypai
   return HEADROOM + padded + WG_TAG_LEN;
 }
 
+size_t wg_seal_datagram(const uint8_t key[WG_KEY_LEN], uint32_t receiver, uint64_t counter, const uint8_t *pkt, size_t len, size_t mtu, uint8_t *out) {
+  struct wg_device d = {.mtu = mtu};
+  struct wg_keypair k = {.remote_index = receiver};
+  struct wg_aead *a = wg_aead_new();
+  if (!a || wg_crypto_init() != 0) {
+    wg_aead_free(a);
+    return 0;
+  }
+  memcpy(k.send, key, WG_KEY_LEN);
+  atomic_store(&k.send_counter, counter);
+  memcpy(out + HEADROOM, pkt, len);
+  size_t n = seal_data(a, &d, &k, out, len);
+  wg_aead_free(a);
+  wg_wipe(&k, sizeof k);
+  return n;
+}
+
 static void send_keepalive(struct wg_device *d, struct wg_peer *p, uint64_t now) {
   uint8_t buf[HEADROOM + WG_TAG_LEN];
   if (!keypair_usable(p->current, now) || !p->endpoint.sin6_family) return;

@@ -156,6 +156,10 @@ void wg_peer_clear_allowed(struct wg_device *d, struct wg_peer *p);
 int wg_peer_add_allowed(struct wg_device *d, struct wg_peer *p, int family, const uint8_t *addr, int prefix);
 int wg_device_set_key(struct wg_device *d, const uint8_t priv[WG_KEY_LEN]);
 
+/* A transport data message of pkt as a session with this send key would seal it, for tests: out
+ * holds 16 + len rounded up to 16 (at most mtu) + 16 bytes; its length, 0 past the counter limit. */
+size_t wg_seal_datagram(const uint8_t key[WG_KEY_LEN], uint32_t receiver, uint64_t counter, const uint8_t *pkt, size_t len, size_t mtu, uint8_t *out);
+
 /* UAPI: a `get=1` or `set=1` request, whole; the response, malloc'd, with its errno line. */
 char *wg_uapi(struct wg_device *d, const char *request, size_t len);
 

@@ -365,6 +365,30 @@ static napi_value Handshake(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* sealData(sendKey, receiver, counter, packet, mtu): the datagram a session sends, or null past the counter limit. */
+static napi_value SealData(napi_env env, napi_callback_info info) {
+  napi_value argv[5];
+  uint8_t *k, *pkt;
+  size_t kl, len;
+  uint32_t receiver, mtu;
+  uint64_t counter;
+  bool lossless;
+  const char *usage = "sealData(sendKey, receiver, counter: bigint, packet, mtu)";
+  if (!args(env, info, 5, argv, usage) || !bytes_of(env, argv[0], &k, &kl, 32, usage) || !get_u32(env, argv[1], &receiver, usage) || !bytes_of(env, argv[3], &pkt, &len, 0, usage) || !get_u32(env, argv[4], &mtu, usage)) return NULL;
+  if (napi_get_value_bigint_uint64(env, argv[2], &counter, &lossless) != napi_ok || len > mtu) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  uint8_t *out = malloc(16 + mtu + 16 + 16);
+  if (!out) return throw_errno(env, ENOMEM, "sealData");
+  size_t n = wg_seal_datagram(k, receiver, counter, pkt, len, mtu, out);
+  napi_value v;
+  if (n) v = bytes_value(env, out, n);
+  else napi_get_null(env, &v);
+  free(out);
+  return v;
+}
+
 /* replay(counters): whether each counter, in order, passes one fresh window. */
 static napi_value Replay(napi_env env, napi_callback_info info) {
   napi_value argv[1];
@@ -441,6 +465,7 @@ static napi_value Init(napi_env env, napi_value exports) {
     {"mac", NULL, Mac, NULL, NULL, NULL, napi_enumerable, NULL},
     {"handshake", NULL, Handshake, NULL, NULL, NULL, napi_enumerable, NULL},
     {"replay", NULL, Replay, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"sealData", NULL, SealData, NULL, NULL, NULL, napi_enumerable, NULL},
     {"timersDue", NULL, TimersDue, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);

@@ -222,6 +222,18 @@ test('hostile datagrams on the port: garbage, truncated and oversized, initiatio
   }, 10_000).catch((err: unknown) => {
     throw new Error(`counters: ${JSON.stringify(counted)}`, { cause: err });
   });
+  // A short fuzz run: the valid messages above with one to four bytes changed, a thousand times.
+  const valid = [...captured, stranger.message, noise()];
+  const fuzzed = Array.from({ length: 1000 }, (_, i) => {
+    const m = Buffer.from(valid[i % valid.length]!);
+    for (let j = 0; j <= i % 4; j++) m[Math.floor(Math.random() * m.length)] = Math.floor(Math.random() * 256);
+    return m;
+  });
+  const seen = await packets(cluster, n1);
+  // Under load an initiation gets a cookie reply instead of a refusal.
+  const refused = (c: Record<string, number>): number => ['malformed', 'badMac', 'badHandshake', 'unknownPeer', 'replayedHandshake', 'badData', 'replayed', 'badSource', 'cookiesSent'].reduce((sum, k) => sum + (c[k] ?? 0), 0);
+  await sendDatagrams(n2.ns, n1.ip, 51820, fuzzed);
+  await waitUntil('n1 refused the fuzzed messages', async () => refused(await packets(cluster, n1)) - refused(seen) >= 900, 10_000);
   // A flood of initiations with a right mac1: past 1000 a second, n1 answers with cookies only.
   await sendDatagrams(n2.ns, n1.ip, 51820, Array.from({ length: 2500 }, noise));
   await waitUntil('n1 sent cookie replies', async () => ((counted = await packets(cluster, n1))['cookiesSent'] ?? 0) > 0, 10_000).catch((err: unknown) => {

@@ -35,6 +35,8 @@ export interface WireguardAddon {
   mac(key: Uint8Array, data: Uint8Array): Uint8Array;
   handshake(initiatorPriv: Uint8Array, responderPriv: Uint8Array, psk: Uint8Array, initiatorEphemeral: Uint8Array, responderEphemeral: Uint8Array, timestamp: Uint8Array): HandshakeResult;
   replay(counters: readonly bigint[]): boolean[];
+  /** The transport data message a session with this send key makes of `packet`; null past the counter limit. */
+  sealData(sendKey: Uint8Array, receiver: number, counter: bigint, packet: Uint8Array, mtu: number): Uint8Array | null;
   timersDue(state: TimerState): number;
 }
 
