@@ -154,8 +154,8 @@ static inline uint32_t get32(const uint8_t *p) {
 int complete_checksum(uint8_t *pkt, size_t len, size_t start, size_t offset) {
   if (start + offset + 2 > len) return 0;
   uint16_t sum = (uint16_t)~fold(sum16(pkt + start, len - start, 0));
-  /* A UDP checksum of 0 means none: send its other form. */
-  if (sum == 0 && ipv4_header_ok(pkt, len) && pkt[9] == 17) sum = 0xffff;
+  /* A UDP checksum of 0 means none (in IPv6 a packet to drop): send its other form. */
+  if (sum == 0 && ((ipv4_header_ok(pkt, len) && pkt[9] == 17) || (len >= 40 && pkt[0] >> 4 == 6 && pkt[6] == 17))) sum = 0xffff;
   put16(pkt + start + offset, sum);
   return 1;
 }

@@ -74,7 +74,11 @@ static void keypair_free(struct wg_device *d, struct wg_keypair *k) {
 static void staged_clear(struct wg_device *d, struct wg_peer *p, int dropped) {
   pthread_mutex_lock(&p->staged_lock);
   if (dropped) count(d, WC_STAGED_DROPPED, p->staged_count);
-  for (unsigned i = 0; i < p->staged_count; i++) free(p->staged[(p->staged_head + i) % STAGED_MAX]);
+  for (unsigned i = 0; i < p->staged_count; i++) {
+    unsigned at = (p->staged_head + i) % STAGED_MAX;
+    wg_wipe(p->staged[at], p->staged_len[at]);
+    free(p->staged[at]);
+  }
   p->staged_head = p->staged_count = 0;
   pthread_mutex_unlock(&p->staged_lock);
 }
@@ -403,9 +407,11 @@ static void on_initiation(struct wg_device *d, const uint8_t *msg, const struct 
   p->hs = hs;
   if (!same_endpoint(&p->endpoint, src)) memcpy(&p->endpoint, src, endpoint_len(src));
   uint32_t index;
-  if (wg_random(eph, sizeof eph) != 0) goto out;
   struct wg_keypair *k = NULL;
-  if (itab_add(&d->index, INDEX_KEYPAIR, p, NULL, &index) != 0) goto out;
+  if (wg_random(eph, sizeof eph) != 0 || itab_add(&d->index, INDEX_KEYPAIR, p, NULL, &index) != 0) {
+    wg_wipe(&p->hs, sizeof p->hs);
+    goto out;
+  }
   if (noise_create_response(d->hs_aead, &p->hs, &d->self, &p->remote, eph, index, reply) != 0 || !(k = keypair_new(d, p, 0, index, now))) {
     itab_remove(&d->index, index);
     wg_wipe(&p->hs, sizeof p->hs);
@@ -439,7 +445,11 @@ static void on_response(struct wg_device *d, const uint8_t *msg, const struct so
   }
   uint32_t index = p->hs.local_index;
   struct wg_keypair *k = keypair_new(d, p, 1, index, now);
-  if (!k) return;
+  if (!k) {
+    itab_remove(&d->index, index);
+    wg_wipe(&p->hs, sizeof p->hs);
+    return;
+  }
   e->kind = INDEX_KEYPAIR;
   e->keypair = k;
   keypair_free(d, p->previous);
@@ -508,7 +518,10 @@ static int wait_readable(struct wg_device *d, int fd) {
   struct pollfd pfd = {.fd = fd, .events = POLLIN};
   while (!atomic_load(&d->stopping)) {
     int r = poll(&pfd, 1, 200);
-    if (r > 0) return 1;
+    if (r > 0 && (pfd.revents & POLLIN)) return 1;
+    /* A TUN whose device was deleted reports an error for good: the agent makes a new device and
+     * stops this one, so wait for that rather than spin. */
+    if (r > 0) poll(NULL, 0, 200);
     if (r < 0 && errno != EINTR) return 0;
   }
   return 0;
@@ -553,15 +566,25 @@ struct tx {
   int udp_gso;
 };
 
+/* A full socket buffer: waits up to 100 ms for room, at most 10 times per send (1 s), then the
+ * datagrams are dropped: nothing waits longer with the device's lock, nor holds up a stop. */
+static int wait_writable(struct wg_device *d, int *tries) {
+  if (++*tries > 10 || atomic_load(&d->stopping)) return 0;
+  struct pollfd pfd = {.fd = d->udp, .events = POLLOUT};
+  poll(&pfd, 1, 100);
+  return 1;
+}
+
 static void flush_batch(struct wg_device *d, struct tx *t) {
+  int tries = 0;
   for (unsigned done = 0; done < t->n;) {
     int r = sendmmsg(d->udp, t->msgs + done, t->n - done, 0);
     if (r <= 0) {
       if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == ENOBUFS) && wait_writable(d, &tries)) continue;
       if (r < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
-        struct pollfd pfd = {.fd = d->udp, .events = POLLOUT};
-        poll(&pfd, 1, 100);
-        continue;
+        count(d, WC_SEND_ERRORS, t->n - done);
+        break;
       }
       count(d, WC_SEND_ERRORS, 1);
       done++;
@@ -587,21 +610,18 @@ static void send_bundle(struct wg_device *d, struct tx *t, uint8_t *wire, size_t
     c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
     uint16_t gso = (uint16_t)each;
     memcpy(CMSG_DATA(c), &gso, sizeof gso);
+    int tries = 0;
     for (;;) {
       if (sendmsg(d->udp, &m, 0) >= 0) {
         count(d, WC_SENT, n);
         return;
       }
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == ENOBUFS) {
-        struct pollfd pfd = {.fd = d->udp, .events = POLLOUT};
-        poll(&pfd, 1, 100);
-        continue;
-      }
-      if (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOPROTOOPT) {
-        t->udp_gso = 0; /* no UDP GSO on this path: datagrams one by one from now on */
-        break;
-      }
+      if ((errno == EAGAIN || errno == ENOBUFS) && wait_writable(d, &tries)) continue;
+      /* No UDP GSO in this kernel: datagrams one by one from now on. EINVAL and EIO are about this
+       * bundle and its path (its MTU): this one goes one by one, the next tries GSO again. */
+      if (errno == EOPNOTSUPP || errno == ENOPROTOOPT) t->udp_gso = 0;
+      if (errno == EOPNOTSUPP || errno == ENOPROTOOPT || errno == EINVAL || errno == EIO) break;
       count(d, WC_SEND_ERRORS, n);
       return;
     }
@@ -680,7 +700,8 @@ static void send_one(struct wg_device *d, struct tx *t, const uint8_t *pkt, size
 }
 
 /* A TSO super packet: its segments sealed back to back (equal datagrams but the last) and sent in
- * GSO bundles to its peer. Called with the read lock held; sends after it. */
+ * GSO bundles to its peer. Called with the read lock held, which a full socket buffer holds for
+ * at most a second (wait_writable). */
 static void send_super(struct wg_device *d, struct tx *t, const uint8_t *pkt, size_t len, size_t mss, uint64_t now, int *kick) {
   struct wg_peer *p;
   size_t total = tcp_segment_count(pkt, len, mss);
@@ -887,7 +908,8 @@ static void *udp_to_tun(void *arg) {
     int n = recvmmsg(d->udp, msgs, RX_SLOTS, MSG_DONTWAIT, NULL);
     if (n <= 0) continue;
     uint64_t now = wg_now();
-    struct wg_keypair *confirm_k[64];
+    /* Sessions to confirm, by index: after the lock is dropped a pointer may name a freed keypair. */
+    uint32_t confirm_k[64];
     int nconfirm = 0;
     /* Each message's datagram size (a GRO bundle's), and the handshake messages in the whole read. */
     size_t segs[RX_SLOTS];
@@ -924,7 +946,7 @@ static void *udp_to_tun(void *arg) {
         if (type == MSG_DATA && dlen >= DATA_MIN_LEN) {
           struct wg_keypair *k = NULL;
           size_t inner = on_data(d, a, dg, dlen, now, &k);
-          if (k && nconfirm < 64) confirm_k[nconfirm++] = k;
+          if (k && nconfirm < 64) confirm_k[nconfirm++] = k->local_index;
           if (inner) deliver(d, &g, dg + HEADROOM, inner);
           continue;
         }
@@ -947,14 +969,10 @@ static void *udp_to_tun(void *arg) {
     pthread_rwlock_unlock(&d->lock);
     if (nconfirm > 0) {
       pthread_rwlock_wrlock(&d->lock);
-      /* Still the one the index names: a handshake in between may have replaced it. */
+      /* Still a session awaiting its confirmation: a handshake in between may have replaced it. */
       for (int i = 0; i < nconfirm; i++) {
-        for (struct wg_peer *p = d->peers; p; p = p->next_peer) {
-          if (p->next == confirm_k[i]) {
-            confirm(d, confirm_k[i], now);
-            break;
-          }
-        }
+        struct index_entry *e = itab_get(&d->index, confirm_k[i]);
+        if (e && e->kind == INDEX_KEYPAIR && e->keypair && e->peer->next == e->keypair) confirm(d, e->keypair, now);
       }
       pthread_rwlock_unlock(&d->lock);
     }

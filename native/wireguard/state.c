@@ -113,9 +113,11 @@ int wg_state_import(struct wg_device *d, int fd) {
   restored = 0;
   for (uint32_t n = 0; n < h.npeers; n++) {
     struct state_peer s;
-    if (get(fd, &s, sizeof s) != 0 || s.nallowed > 1u << 16) break;
-    struct wg_peer *p = wg_peer_find(d, s.pub);
-    if (!p && !(p = wg_peer_add(d, s.pub))) break;
+    struct wg_peer *p = NULL;
+    if (get(fd, &s, sizeof s) != 0 || s.nallowed > 1u << 16 || (!(p = wg_peer_find(d, s.pub)) && !(p = wg_peer_add(d, s.pub)))) {
+      wg_wipe(&s, sizeof s);
+      break;
+    }
     if (s.has_psk) memcpy(p->remote.psk, s.psk, WG_KEY_LEN), p->has_psk = 1;
     p->keepalive_s = s.keepalive_s;
     p->endpoint = s.endpoint;
@@ -135,6 +137,13 @@ int wg_state_import(struct wg_device *d, int fd) {
       struct state_keypair sk;
       struct wg_keypair *k = calloc(1, sizeof *k);
       ok = k && get(fd, &sk, sizeof sk) == 0;
+      if (ok && *slots[i]) {
+        /* A session the device had before the import (never, as the agent imports into a new one). */
+        itab_remove(&d->index, (*slots[i])->local_index);
+        wg_wipe(*slots[i], sizeof **slots[i]);
+        free(*slots[i]);
+        *slots[i] = NULL;
+      }
       if (ok && itab_put(&d->index, sk.local_index, INDEX_KEYPAIR, p, k) == 0) {
         memcpy(k->send, sk.send, WG_KEY_LEN);
         memcpy(k->recv, sk.recv, WG_KEY_LEN);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <netinet/udp.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -33,9 +34,15 @@ static void put(struct out *o, const char *fmt, ...) {
       o->len += (size_t)n;
       return;
     }
+    /* Not realloc: the old buffer may hold the private key, and is wiped before it is freed. */
     size_t cap = (o->cap ? o->cap : 256) * 2 + (size_t)n;
-    char *b = realloc(o->buf, cap);
+    char *b = malloc(cap);
     if (!b) return;
+    if (o->buf) {
+      memcpy(b, o->buf, o->len);
+      wg_wipe(o->buf, o->cap);
+      free(o->buf);
+    }
     o->buf = b;
     o->cap = cap;
   }
@@ -173,6 +180,17 @@ static int rebind(struct wg_device *d, unsigned port) {
   } else {
     r = bind(fd, (struct sockaddr *)&a4, sizeof a4);
   }
+  /* The new socket as the first was made: GRO, 4 MB buffers, the mark. */
+  int on = 1, size = 4 << 20;
+  setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on);
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) < 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) < 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  if (d->fwmark) setsockopt(fd, SOL_SOCKET, SO_MARK, &d->fwmark, sizeof d->fwmark);
+  /* Port 0 is the kernel's choice: `wg show` reports the port it chose. */
+  struct sockaddr_storage bound;
+  socklen_t bl = sizeof bound;
+  if (r == 0 && getsockname(fd, (struct sockaddr *)&bound, &bl) == 0)
+    port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port : ((struct sockaddr_in *)&bound)->sin_port);
   /* The threads keep polling the same descriptor number: dup2 swaps the socket under them. */
   if (r < 0 || dup3(fd, d->udp, O_CLOEXEC) < 0) {
     int err = errno;
@@ -257,7 +275,9 @@ static int set(struct wg_device *d, char *body) {
       peer->has_psk = !wg_is_zero(k, WG_KEY_LEN);
       wg_wipe(k, sizeof k);
     } else if (strcmp(key, "endpoint") == 0) {
-      if (parse_endpoint(&peer->endpoint, d->udp_family, v) != 0) return EINVAL;
+      struct sockaddr_in6 ep;
+      if (parse_endpoint(&ep, d->udp_family, v) != 0) return EINVAL;
+      peer->endpoint = ep;
     } else if (strcmp(key, "persistent_keepalive_interval") == 0) {
       if (parse_uint(v, 65535, &n) != 0) return EINVAL;
       peer->keepalive_s = (uint32_t)n;

@@ -5,9 +5,9 @@
  * hears of it (onOutsideChange) and puts the device back in line at once, as it does a route
  * deleted by hand. Root only (mode 0600), requests capped, idle connections closed.
  */
-import { chmod, mkdir, unlink } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rename, rm, unlink } from 'node:fs/promises';
 import { type Server, type Socket, connect, createServer } from 'node:net';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { Logger } from '../../core/log.js';
 
 /** wireguard-go's and wg's directory. */
@@ -41,18 +41,30 @@ export class UapiServer {
       this.#log.warn({ socket: this.#path }, 'another process serves this WireGuard device\'s UAPI socket; `wg` will not see weft\'s device');
       return;
     }
-    await mkdir(join(this.#path, '..'), { recursive: true, mode: 0o755 });
-    await unlink(this.#path).catch(() => undefined);
+    const dir = dirname(this.#path);
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+    // Made in a directory only root can enter, made root's alone, then put in place: at no moment
+    // can another user connect to it (a socket takes the process's umask when made).
+    const private_ = await mkdtemp(join(dir, '.weft-'));
+    const made = join(private_, basename(this.#path));
     const server = createServer((socket) => this.#serve(socket));
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.#path, () => {
-        server.off('error', reject);
-        resolve();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(made, () => {
+          server.off('error', reject);
+          resolve();
+        });
       });
-    });
+      await chmod(made, 0o600);
+      await rename(made, this.#path);
+    } catch (err) {
+      server.close();
+      throw err;
+    } finally {
+      await rm(private_, { recursive: true, force: true });
+    }
     server.on('error', (err) => this.#log.warn({ err, socket: this.#path }, 'the WireGuard UAPI socket failed'));
-    await chmod(this.#path, 0o600);
     this.#server = server;
   }
 
