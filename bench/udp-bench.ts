@@ -4,8 +4,8 @@
  * spec, since no flanneld can be built here), over vxlan and over the bare underlay, in the same
  * run; and the CPU the packet path takes per Gbit/s (the agents' CPU time, both nodes, over the run).
  */
-import { execFile, spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,33 +13,15 @@ import { promisify } from 'node:util';
 import { formatIp } from '../src/ip/ip.js';
 import { maskIp } from '../src/ip/cidr.js';
 import { Cluster, type ClusterNode, type Pod } from '../src/testing/cluster.js';
-import { netnsSkipReason, nsExec, spawnInNetns, stopProcess } from '../src/testing/netns.js';
+import { netnsSkipReason, spawnInNetns, stopProcess } from '../src/testing/netns.js';
 import { waitUntil } from '../src/testing/wait.js';
+import { iperf, median } from './iperf.js';
 
 const runs = Math.max(1, Math.min(Number(process.env['BENCH_RUNS'] ?? 3), 3));
 const loopSource = fileURLToPath(new URL('../../bench/native/flannel-udp-loop.c', import.meta.url));
 const say = (line = ''): void => void process.stdout.write(line + '\n');
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-/** CPU seconds (user + system) a process has used. */
-async function cpuSeconds(pid: number): Promise<number> {
-  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
-/** iperf3 -t 5 from `from` to `to`: Gbit/s, and the CPU seconds `pids` used meanwhile. */
-async function iperf(from: { ns: string }, to: { ns: string; ip: string }, pids: readonly number[] = []): Promise<{ gbps: number; cpu: number }> {
-  const server = spawn('ip', ['netns', 'exec', to.ns, 'iperf3', '-s', '-1', '-B', to.ip], { stdio: 'ignore' });
-  try {
-    await new Promise((r) => setTimeout(r, 300));
-    const before = await Promise.all(pids.map(cpuSeconds));
-    const out = JSON.parse(await nsExec(from.ns, 'iperf3', ['-c', to.ip, '-t', '5', '-J'])) as { end: { sum_received: { bits_per_second: number } } };
-    const after = await Promise.all(pids.map(cpuSeconds));
-    return { gbps: out.end.sum_received.bits_per_second / 1e9, cpu: after.reduce((s, x, i) => s + x - before[i]!, 0) };
-  } finally {
-    server.kill();
-  }
-}
 
 async function subnetOf(cluster: Cluster, node: ClusterNode): Promise<string> {
   const env = await cluster.subnetEnv(node);

@@ -5,40 +5,21 @@
  * in one run, with the CPU the data path takes per Gbit/s; the time a first packet takes when it
  * must wait for a handshake; and the time to program 1000 WireGuard peers against 1000 vxlan ones.
  */
-import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { x25519PrivateKey, x25519PublicKey } from '../src/core/x25519.js';
 import { Cluster, type ClusterNode, type Pod } from '../src/testing/cluster.js';
 import { peerLease, peerLeaseKey, peerPublicIp } from '../src/testing/fake-nodes.js';
 import { netnsSkipReason, nsExec } from '../src/testing/netns.js';
 import { waitUntil } from '../src/testing/wait.js';
+import { iperf, median } from './iperf.js';
 import { WgStandIn } from '../src/testing/wg-standin.js';
+import { uapiRequest } from '../src/testing/wg-uapi-client.js';
 
 const runs = Math.max(1, Math.min(Number(process.env['BENCH_RUNS'] ?? 3), 3));
 const peers = Number(process.env['BENCH_WG_PEERS'] ?? 1000);
 const say = (line = ''): void => void process.stdout.write(line + '\n');
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-async function cpuSeconds(pid: number): Promise<number> {
-  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
-/** iperf3 -t 5: Gbit/s, and the CPU seconds `pids` used meanwhile. */
-async function iperf(from: { ns: string }, to: { ns: string; ip: string }, pids: readonly number[] = []): Promise<{ gbps: number; cpu: number }> {
-  const server = spawn('ip', ['netns', 'exec', to.ns, 'iperf3', '-s', '-1', '-B', to.ip], { stdio: 'ignore' });
-  try {
-    await new Promise((r) => setTimeout(r, 300));
-    const before = await Promise.all(pids.map(cpuSeconds));
-    const out = JSON.parse(await nsExec(from.ns, 'iperf3', ['-c', to.ip, '-t', '5', '-J'])) as { end: { sum_received: { bits_per_second: number } } };
-    const after = await Promise.all(pids.map(cpuSeconds));
-    return { gbps: out.end.sum_received.bits_per_second / 1e9, cpu: after.reduce((s, x, i) => s + x - before[i]!, 0) };
-  } finally {
-    server.kill();
-  }
-}
 
 /** One ping's round trip in ms, as ping reports it (a first packet waits for the handshake). */
 async function firstPingMs(from: Pod, to: string): Promise<number> {
@@ -101,21 +82,9 @@ function peerLeases(n: number, backend: 'wireguard' | 'vxlan'): Array<[string, s
   });
 }
 
-function uapiPeers(node: ClusterNode): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = connect(join(node.dir, 'wireguard', 'flannel-wg.sock'));
-    let out = '';
-    s.setEncoding('utf8');
-    s.on('data', (d: string) => {
-      out += d;
-      if (/errno=-?\d+\n\n$/.test(out)) {
-        s.end();
-        resolve(out.split('\n').filter((l) => l.startsWith('public_key=')).length);
-      }
-    });
-    s.on('error', reject);
-    s.write('get=1\n\n');
-  });
+async function uapiPeers(node: ClusterNode): Promise<number> {
+  const answer = await uapiRequest(join(node.dir, 'wireguard', 'flannel-wg.sock'), 'get=1\n\n');
+  return answer.split('\n').filter((l) => l.startsWith('public_key=')).length;
 }
 
 /** From the agent's start to every peer in the kernel (routes for vxlan, WireGuard peers). */

@@ -22,84 +22,33 @@
 #include <unistd.h>
 #include <node_api.h>
 #include "weft-napi.h"
+#include "weft-tun.h"
 
 /* Socket buffers: a burst of a batch or more per peer must fit while the other side catches up. */
 #define SOCKET_BUFFER (4 * 1024 * 1024)
-
-
-static int args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, const char *usage) {
-  size_t argc = want;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != want) {
-    napi_throw_type_error(env, NULL, usage);
-    return 0;
-  }
-  return 1;
-}
-
-static int get_u32(napi_env env, napi_value v, uint32_t *out, const char *usage) {
-  if (napi_get_value_uint32(env, v, out) != napi_ok) {
-    napi_throw_type_error(env, NULL, usage);
-    return 0;
-  }
-  return 1;
-}
-
-static napi_value number(napi_env env, double n) {
-  napi_value v;
-  napi_create_double(env, n, &v);
-  return v;
-}
-
-static napi_value string(napi_env env, const char *s) {
-  napi_value v;
-  napi_create_string_utf8(env, s, NAPI_AUTO_LENGTH, &v);
-  return v;
-}
 
 /* openTun(name): fd. Creates the persistent TUN device `name` (IFF_TUN, no packet information),
  * or attaches to it when it exists: the device, its address and routes outlive the process. */
 static napi_value OpenTun(napi_env env, napi_callback_info info) {
   napi_value argv[1];
-  if (!args(env, info, 1, argv, "openTun(name)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "openTun(name)")) return NULL;
   char name[IFNAMSIZ + 1];
   size_t len = 0;
   if (napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len) != napi_ok || len == 0 || len >= IFNAMSIZ) {
     napi_throw_type_error(env, NULL, "openTun: the device name must be 1 to 15 characters");
     return NULL;
   }
-  /* With offloads the kernel hands over TCP super packets of up to 64 KB and leaves checksums to
-   * us, as to a NIC: one read instead of forty. Without them (an old kernel), packet by packet. */
-  int fd = -1;
-  for (int offload = 1; offload >= 0 && fd < 0; offload--) {
-    fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return throw_errno(env, errno, "open /dev/net/tun");
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof ifr);
-    ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (offload ? IFF_VNET_HDR : 0);
-    memcpy(ifr.ifr_name, name, len);
-    if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
-      int err = errno;
-      close(fd);
-      return throw_errno(env, err, "TUNSETIFF");
-    }
-    if (offload && ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN) < 0) {
-      close(fd);
-      fd = -1;
-    }
-  }
-  if (ioctl(fd, TUNSETPERSIST, 1) < 0) {
-    int err = errno;
-    close(fd);
-    return throw_errno(env, err, "TUNSETPERSIST");
-  }
-  return number(env, fd);
+  const char *what = "";
+  int fd = weft_open_tun(name, len, &what);
+  if (fd < 0) return throw_errno(env, errno, what);
+  return weft_number(env, fd);
 }
 
 /* openUdp(addr, port): fd, a UDP socket bound to addr (IPv4, host order):port. */
 static napi_value OpenUdp(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   uint32_t addr, port;
-  if (!args(env, info, 2, argv, "openUdp(addr, port)") || !get_u32(env, argv[0], &addr, "openUdp: addr") || !get_u32(env, argv[1], &port, "openUdp: port")) return NULL;
+  if (!weft_args(env, info, 2, argv, "openUdp(addr, port)") || !weft_u32(env, argv[0], &addr, "openUdp: addr") || !weft_u32(env, argv[1], &port, "openUdp: port")) return NULL;
   if (port > 65535) {
     napi_throw_range_error(env, NULL, "openUdp: port above 65535");
     return NULL;
@@ -116,7 +65,7 @@ static napi_value OpenUdp(napi_env env, napi_callback_info info) {
     close(fd);
     return throw_errno(env, err, "bind");
   }
-  return number(env, fd);
+  return weft_number(env, fd);
 }
 
 /* describeFd(fd): { tun: name } for a TUN fd, { udp: [addr, port] } for a bound IPv4 UDP socket,
@@ -124,13 +73,13 @@ static napi_value OpenUdp(napi_env env, napi_callback_info info) {
 static napi_value DescribeFd(napi_env env, napi_callback_info info) {
   napi_value argv[1], out;
   uint32_t fd;
-  if (!args(env, info, 1, argv, "describeFd(fd)") || !get_u32(env, argv[0], &fd, "describeFd: fd")) return NULL;
+  if (!weft_args(env, info, 1, argv, "describeFd(fd)") || !weft_u32(env, argv[0], &fd, "describeFd: fd")) return NULL;
   napi_create_object(env, &out);
   if (fcntl((int)fd, F_GETFD) < 0) return out;
   struct ifreq ifr;
   memset(&ifr, 0, sizeof ifr);
   if (ioctl((int)fd, TUNGETIFF, &ifr) == 0) {
-    if ((ifr.ifr_flags & (IFF_TUN | IFF_TAP | IFF_NO_PI)) == (IFF_TUN | IFF_NO_PI)) napi_set_named_property(env, out, "tun", string(env, ifr.ifr_name));
+    if ((ifr.ifr_flags & (IFF_TUN | IFF_TAP | IFF_NO_PI)) == (IFF_TUN | IFF_NO_PI)) napi_set_named_property(env, out, "tun", weft_string(env, ifr.ifr_name));
     return out;
   }
   int type = 0, domain = 0;
@@ -143,8 +92,8 @@ static napi_value DescribeFd(napi_env env, napi_callback_info info) {
   if (getsockname((int)fd, (struct sockaddr *)&sa, &l) < 0) return out;
   napi_value pair;
   napi_create_array_with_length(env, 2, &pair);
-  napi_set_element(env, pair, 0, number(env, ntohl(sa.sin_addr.s_addr)));
-  napi_set_element(env, pair, 1, number(env, ntohs(sa.sin_port)));
+  napi_set_element(env, pair, 0, weft_number(env, ntohl(sa.sin_addr.s_addr)));
+  napi_set_element(env, pair, 1, weft_number(env, ntohs(sa.sin_port)));
   napi_set_named_property(env, out, "udp", pair);
   return out;
 }
@@ -154,7 +103,7 @@ static napi_value KeepOnExec(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   uint32_t fd;
   bool keep;
-  if (!args(env, info, 2, argv, "keepOnExec(fd, keep)") || !get_u32(env, argv[0], &fd, "keepOnExec: fd")) return NULL;
+  if (!weft_args(env, info, 2, argv, "keepOnExec(fd, keep)") || !weft_u32(env, argv[0], &fd, "keepOnExec: fd")) return NULL;
   if (napi_get_value_bool(env, argv[1], &keep) != napi_ok) {
     napi_throw_type_error(env, NULL, "keepOnExec: keep must be a boolean");
     return NULL;
@@ -170,7 +119,7 @@ static napi_value KeepOnExec(napi_env env, napi_callback_info info) {
 static napi_value CloseFd(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   uint32_t fd;
-  if (!args(env, info, 1, argv, "closeFd(fd)") || !get_u32(env, argv[0], &fd, "closeFd: fd")) return NULL;
+  if (!weft_args(env, info, 1, argv, "closeFd(fd)") || !weft_u32(env, argv[0], &fd, "closeFd: fd")) return NULL;
   if (close((int)fd) < 0) return throw_errno(env, errno, "close");
   return NULL;
 }
@@ -211,9 +160,9 @@ static struct fwd_table *table_from(napi_env env, napi_value v) {
 static napi_value Start(napi_env env, napi_callback_info info) {
   napi_value argv[6];
   uint32_t tun, udp, mtu, addr, port;
-  if (!args(env, info, 6, argv, "start(tunFd, udpFd, mtu, tunAddr, port, triples)") || !get_u32(env, argv[0], &tun, "start: tunFd") ||
-      !get_u32(env, argv[1], &udp, "start: udpFd") || !get_u32(env, argv[2], &mtu, "start: mtu") || !get_u32(env, argv[3], &addr, "start: tunAddr") ||
-      !get_u32(env, argv[4], &port, "start: port"))
+  if (!weft_args(env, info, 6, argv, "start(tunFd, udpFd, mtu, tunAddr, port, triples)") || !weft_u32(env, argv[0], &tun, "start: tunFd") ||
+      !weft_u32(env, argv[1], &udp, "start: udpFd") || !weft_u32(env, argv[2], &mtu, "start: mtu") || !weft_u32(env, argv[3], &addr, "start: tunAddr") ||
+      !weft_u32(env, argv[4], &port, "start: port"))
     return NULL;
   if (mtu < 68 || mtu > 65535 || port > 65535) {
     napi_throw_range_error(env, NULL, "start: mtu or port out of range");
@@ -240,7 +189,7 @@ static napi_value Start(napi_env env, napi_callback_info info) {
 /* setTable(handle, triples: Uint32Array): replaces the forwarding table. */
 static napi_value SetTable(napi_env env, napi_callback_info info) {
   napi_value argv[2];
-  if (!args(env, info, 2, argv, "setTable(handle, triples)")) return NULL;
+  if (!weft_args(env, info, 2, argv, "setTable(handle, triples)")) return NULL;
   struct forwarder **slot = unwrap(env, argv[0]);
   if (!slot) return NULL;
   if (!*slot) {
@@ -255,20 +204,20 @@ static napi_value SetTable(napi_env env, napi_callback_info info) {
 /* counters(handle): the forwarder's counters, in the order of enum fwd_counter. */
 static napi_value Counters(napi_env env, napi_callback_info info) {
   napi_value argv[1], out;
-  if (!args(env, info, 1, argv, "counters(handle)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "counters(handle)")) return NULL;
   struct forwarder **slot = unwrap(env, argv[0]);
   if (!slot) return NULL;
   uint64_t c[C_COUNT] = { 0 };
   if (*slot) forwarder_counters(*slot, c);
   napi_create_array_with_length(env, C_COUNT, &out);
-  for (uint32_t i = 0; i < C_COUNT; i++) napi_set_element(env, out, i, number(env, (double)c[i]));
+  for (uint32_t i = 0; i < C_COUNT; i++) napi_set_element(env, out, i, weft_number(env, (double)c[i]));
   return out;
 }
 
 /* stop(handle): joins both threads once the packets in hand are delivered. */
 static napi_value Stop(napi_env env, napi_callback_info info) {
   napi_value argv[1];
-  if (!args(env, info, 1, argv, "stop(handle)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "stop(handle)")) return NULL;
   struct forwarder **slot = unwrap(env, argv[0]);
   if (!slot) return NULL;
   if (*slot) forwarder_stop(*slot);
@@ -276,32 +225,12 @@ static napi_value Stop(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-static int bytes_of(napi_env env, napi_value v, uint8_t **data, size_t *len) {
-  napi_typedarray_type type;
-  void *p;
-  if (napi_get_typedarray_info(env, v, &type, len, &p, NULL, NULL) != napi_ok || type != napi_uint8_array) {
-    napi_throw_type_error(env, NULL, "expected a Uint8Array");
-    return 0;
-  }
-  *data = p;
-  return 1;
-}
-
-static napi_value bytes_value(napi_env env, const void *data, size_t n) {
-  void *p;
-  napi_value ab, out;
-  napi_create_arraybuffer(env, n, &p, &ab);
-  memcpy(p, data, n);
-  napi_create_typedarray(env, napi_uint8_array, n, ab, 0, &out);
-  return out;
-}
-
 /* decrementTtl(packet): false when the packet is dropped; else the packet is patched in place. */
 static napi_value DecrementTtl(napi_env env, napi_callback_info info) {
   napi_value argv[1], out;
   uint8_t *pkt;
   size_t len;
-  if (!args(env, info, 1, argv, "decrementTtl(packet)") || !bytes_of(env, argv[0], &pkt, &len)) return NULL;
+  if (!weft_args(env, info, 1, argv, "decrementTtl(packet)") || !weft_bytes(env, argv[0], &pkt, &len, 0, "expected a Uint8Array")) return NULL;
   napi_get_boolean(env, ipv4_header_ok(pkt, len) && ipv4_decrement_ttl(pkt), &out);
   return out;
 }
@@ -312,26 +241,26 @@ static napi_value NetUnreachable(napi_env env, napi_callback_info info) {
   uint8_t *pkt;
   size_t len;
   uint32_t src;
-  if (!args(env, info, 2, argv, "netUnreachable(packet, src)") || !bytes_of(env, argv[0], &pkt, &len) || !get_u32(env, argv[1], &src, "netUnreachable: src")) return NULL;
+  if (!weft_args(env, info, 2, argv, "netUnreachable(packet, src)") || !weft_bytes(env, argv[0], &pkt, &len, 0, "expected a Uint8Array") || !weft_u32(env, argv[1], &src, "netUnreachable: src")) return NULL;
   uint8_t icmp[ICMP_ERROR_MAX];
   size_t n = icmp_net_unreachable(pkt, len, htonl(src), icmp);
   if (n == 0) {
     napi_get_null(env, &out);
     return out;
   }
-  return bytes_value(env, icmp, n);
+  return weft_bytes_value(env, icmp, n);
 }
 
 /* lookup(triples, dst): the peer the forwarder would send dst to (host order), 0 for none. */
 static napi_value Lookup(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   uint32_t dst;
-  if (!args(env, info, 2, argv, "lookup(triples, dst)") || !get_u32(env, argv[1], &dst, "lookup: dst")) return NULL;
+  if (!weft_args(env, info, 2, argv, "lookup(triples, dst)") || !weft_u32(env, argv[1], &dst, "lookup: dst")) return NULL;
   struct fwd_table *t = table_from(env, argv[0]);
   if (!t) return NULL;
   uint32_t peer = fwd_table_lookup(t, dst);
   free(t);
-  return number(env, peer);
+  return weft_number(env, peer);
 }
 
 
@@ -341,7 +270,7 @@ static napi_value Segment(napi_env env, napi_callback_info info) {
   uint8_t *pkt;
   size_t len;
   uint32_t mss;
-  if (!args(env, info, 2, argv, "segment(packet, mss)") || !bytes_of(env, argv[0], &pkt, &len) || !get_u32(env, argv[1], &mss, "segment: mss")) return NULL;
+  if (!weft_args(env, info, 2, argv, "segment(packet, mss)") || !weft_bytes(env, argv[0], &pkt, &len, 0, "expected a Uint8Array") || !weft_u32(env, argv[1], &mss, "segment: mss")) return NULL;
   size_t total = tcp_segment_count(pkt, len, mss);
   napi_create_array_with_length(env, total, &out);
   uint8_t *buf = malloc(65535 + 64 * 120);
@@ -353,7 +282,7 @@ static napi_value Segment(napi_env env, napi_callback_info info) {
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
       size_t l = (size_t)(buf[off + 2] << 8 | buf[off + 3]);
-      napi_set_element(env, out, (uint32_t)(first + i), bytes_value(env, buf + off, l));
+      napi_set_element(env, out, (uint32_t)(first + i), weft_bytes_value(env, buf + off, l));
       off += l;
     }
     first += n;
@@ -365,8 +294,8 @@ static napi_value Segment(napi_env env, napi_callback_info info) {
 static void emit(napi_env env, napi_value out, uint32_t *written, const uint8_t *data, size_t n, size_t gso) {
   napi_value o;
   napi_create_object(env, &o);
-  napi_set_named_property(env, o, "packet", bytes_value(env, data, n));
-  napi_set_named_property(env, o, "gsoSize", number(env, (double)gso));
+  napi_set_named_property(env, o, "packet", weft_bytes_value(env, data, n));
+  napi_set_named_property(env, o, "gsoSize", weft_number(env, (double)gso));
   napi_set_element(env, out, (*written)++, o);
 }
 
@@ -392,7 +321,7 @@ static void emit_group(napi_env env, napi_value out, uint32_t *written, struct g
 static napi_value Coalesce(napi_env env, napi_callback_info info) {
   napi_value argv[1], out;
   uint32_t count = 0, written = 0;
-  if (!args(env, info, 1, argv, "coalesce(segments)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "coalesce(segments)")) return NULL;
   if (napi_get_array_length(env, argv[0], &count) != napi_ok) {
     napi_throw_type_error(env, NULL, "coalesce: an array of Uint8Array");
     return NULL;
@@ -410,7 +339,7 @@ static napi_value Coalesce(napi_env env, napi_callback_info info) {
     uint8_t *seg;
     size_t len;
     napi_get_element(env, argv[0], i, &v);
-    if (!bytes_of(env, v, &seg, &len)) break;
+    if (!weft_bytes(env, v, &seg, &len, 0, "expected a Uint8Array")) break;
     if (g->count > 0 && gro_add(g, seg, len)) continue;
     emit_group(env, out, &written, g, joined);
     if (gro_start(g, seg, len)) continue;

@@ -908,9 +908,6 @@ static void *udp_to_tun(void *arg) {
     int n = recvmmsg(d->udp, msgs, RX_SLOTS, MSG_DONTWAIT, NULL);
     if (n <= 0) continue;
     uint64_t now = wg_now();
-    /* Sessions to confirm, by index: after the lock is dropped a pointer may name a freed keypair. */
-    uint32_t confirm_k[64];
-    int nconfirm = 0;
     /* Each message's datagram size (a GRO bundle's), and the handshake messages in the whole read. */
     size_t segs[RX_SLOTS];
     unsigned handshakes = 0;
@@ -946,7 +943,19 @@ static void *udp_to_tun(void *arg) {
         if (type == MSG_DATA && dlen >= DATA_MIN_LEN) {
           struct wg_keypair *k = NULL;
           size_t inner = on_data(d, a, dg, dlen, now, &k);
-          if (k && nconfirm < 64) confirm_k[nconfirm++] = k->local_index;
+          if (k) {
+            /* The first packet on the responder's new session makes it the current one, before
+             * the packet reaches the TUN: an answer to it must find the session, not ask for
+             * another handshake. By index: with the lock dropped, a pointer may name a freed
+             * keypair. */
+            uint32_t index = k->local_index;
+            pthread_rwlock_unlock(&d->lock);
+            pthread_rwlock_wrlock(&d->lock);
+            struct index_entry *e = itab_get(&d->index, index);
+            if (e && e->kind == INDEX_KEYPAIR && e->keypair && e->peer->next == e->keypair) confirm(d, e->keypair, now);
+            pthread_rwlock_unlock(&d->lock);
+            pthread_rwlock_rdlock(&d->lock);
+          }
           if (inner) deliver(d, &g, dg + HEADROOM, inner);
           continue;
         }
@@ -967,15 +976,6 @@ static void *udp_to_tun(void *arg) {
     }
     gro_flush(d, &g);
     pthread_rwlock_unlock(&d->lock);
-    if (nconfirm > 0) {
-      pthread_rwlock_wrlock(&d->lock);
-      /* Still a session awaiting its confirmation: a handshake in between may have replaced it. */
-      for (int i = 0; i < nconfirm; i++) {
-        struct index_entry *e = itab_get(&d->index, confirm_k[i]);
-        if (e && e->kind == INDEX_KEYPAIR && e->keypair && e->peer->next == e->keypair) confirm(d, e->keypair, now);
-      }
-      pthread_rwlock_unlock(&d->lock);
-    }
   }
 out:
   free(bufs);

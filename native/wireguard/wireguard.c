@@ -15,91 +15,25 @@
 #include <unistd.h>
 
 #include "weft-napi.h"
+#include "weft-tun.h"
 #include "device.h"
 #include "timers.h"
 #include "state.h"
 
-static int args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, const char *usage) {
-  size_t argc = want;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < want) {
-    napi_throw_type_error(env, NULL, usage);
-    return 0;
-  }
-  return 1;
-}
-
-static napi_value number(napi_env env, double n) {
-  napi_value v;
-  napi_create_double(env, n, &v);
-  return v;
-}
-
-static int get_u32(napi_env env, napi_value v, uint32_t *out, const char *usage) {
-  if (napi_get_value_uint32(env, v, out) != napi_ok) {
-    napi_throw_type_error(env, NULL, usage);
-    return 0;
-  }
-  return 1;
-}
-
-static int bytes_of(napi_env env, napi_value v, uint8_t **data, size_t *len, size_t want, const char *usage) {
-  napi_typedarray_type type;
-  void *p;
-  napi_value ab;
-  size_t off;
-  if (napi_get_typedarray_info(env, v, &type, len, &p, &ab, &off) != napi_ok || type != napi_uint8_array || (want && *len != want)) {
-    napi_throw_type_error(env, NULL, usage);
-    return 0;
-  }
-  *data = p;
-  return 1;
-}
-
-static napi_value bytes_value(napi_env env, const void *data, size_t n) {
-  napi_value ab, out;
-  void *p;
-  napi_create_arraybuffer(env, n, &p, &ab);
-  if (n) memcpy(p, data, n);
-  napi_create_typedarray(env, napi_uint8_array, n, ab, 0, &out);
-  return out;
-}
-
 /* openTun(name): fd of the persistent TUN device `name` (no packet information; offloads where the kernel has them). */
 static napi_value OpenTun(napi_env env, napi_callback_info info) {
   napi_value argv[1];
-  if (!args(env, info, 1, argv, "openTun(name)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "openTun(name)")) return NULL;
   char name[IFNAMSIZ + 1];
   size_t len = 0;
   if (napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len) != napi_ok || len == 0 || len >= IFNAMSIZ) {
     napi_throw_type_error(env, NULL, "openTun: the device name must be 1 to 15 characters");
     return NULL;
   }
-  /* With offloads the kernel hands over TCP super packets of up to 64 KB and leaves checksums to
-   * us, as to a NIC (what udp-tun does); without them (an old kernel), packet by packet. */
-  int fd = -1;
-  for (int offload = 1; offload >= 0 && fd < 0; offload--) {
-    fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return throw_errno(env, errno, "open /dev/net/tun");
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof ifr);
-    ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (offload ? IFF_VNET_HDR : 0);
-    memcpy(ifr.ifr_name, name, len);
-    if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
-      int err = errno;
-      close(fd);
-      return throw_errno(env, err, "TUNSETIFF");
-    }
-    if (offload && ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN) < 0) {
-      close(fd);
-      fd = -1;
-    }
-  }
-  if (ioctl(fd, TUNSETPERSIST, 1) < 0) {
-    int err = errno;
-    close(fd);
-    return throw_errno(env, err, "TUNSETPERSIST");
-  }
-  return number(env, fd);
+  const char *what = "";
+  int fd = weft_open_tun(name, len, &what);
+  if (fd < 0) return throw_errno(env, errno, what);
+  return weft_number(env, fd);
 }
 
 /* Socket buffers of 4 MB (beyond the sysctl limits where the process may): a burst of GSO bundles,
@@ -115,13 +49,13 @@ static void buffers(int fd) {
 static napi_value OpenUdp(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   uint32_t port;
-  if (!args(env, info, 1, argv, "openUdp(port)") || !get_u32(env, argv[0], &port, "openUdp(port)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "openUdp(port)") || !weft_u32(env, argv[0], &port, "openUdp(port)")) return NULL;
   int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
     int off = 0;
     buffers(fd);
     struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = IN6ADDR_ANY_INIT};
-    if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) == 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0) return number(env, fd);
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) == 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0) return weft_number(env, fd);
     int err = errno;
     close(fd);
     if (err != EAFNOSUPPORT && err != EADDRNOTAVAIL) return throw_errno(env, err, "bind");
@@ -135,13 +69,13 @@ static napi_value OpenUdp(napi_env env, napi_callback_info info) {
     close(fd);
     return throw_errno(env, err, "bind");
   }
-  return number(env, fd);
+  return weft_number(env, fd);
 }
 
 static napi_value CloseFd(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   uint32_t fd;
-  if (!args(env, info, 1, argv, "closeFd(fd)") || !get_u32(env, argv[0], &fd, "closeFd(fd)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "closeFd(fd)") || !weft_u32(env, argv[0], &fd, "closeFd(fd)")) return NULL;
   close((int)fd);
   return NULL;
 }
@@ -167,8 +101,8 @@ static napi_value Start(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   uint32_t tun, udp, mtu, port;
   const char *usage = "start(tunFd, udpFd, mtu, port)";
-  if (!args(env, info, 4, argv, usage) || !get_u32(env, argv[0], &tun, usage) || !get_u32(env, argv[1], &udp, usage) || !get_u32(env, argv[2], &mtu, usage) ||
-      !get_u32(env, argv[3], &port, usage))
+  if (!weft_args(env, info, 4, argv, usage) || !weft_u32(env, argv[0], &tun, usage) || !weft_u32(env, argv[1], &udp, usage) || !weft_u32(env, argv[2], &mtu, usage) ||
+      !weft_u32(env, argv[3], &port, usage))
     return NULL;
   if (mtu < 576 || mtu > 65535 - 80) {
     napi_throw_range_error(env, NULL, "start: mtu out of range");
@@ -190,7 +124,7 @@ static napi_value Start(napi_env env, napi_callback_info info) {
 /* uapi(device, request): the response text. */
 static napi_value Uapi(napi_env env, napi_callback_info info) {
   napi_value argv[2];
-  if (!args(env, info, 2, argv, "uapi(device, request)")) return NULL;
+  if (!weft_args(env, info, 2, argv, "uapi(device, request)")) return NULL;
   struct wg_device **slot = unwrap(env, argv[0]);
   if (!slot) return NULL;
   size_t len;
@@ -214,14 +148,14 @@ static napi_value Uapi(napi_env env, napi_callback_info info) {
 
 static napi_value Counters(napi_env env, napi_callback_info info) {
   napi_value argv[1];
-  if (!args(env, info, 1, argv, "counters(device)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "counters(device)")) return NULL;
   struct wg_device **slot = unwrap(env, argv[0]);
   if (!slot) return NULL;
   uint64_t c[WC_COUNT];
   wg_device_counters(*slot, c);
   napi_value arr;
   napi_create_array_with_length(env, WC_COUNT, &arr);
-  for (uint32_t i = 0; i < WC_COUNT; i++) napi_set_element(env, arr, i, number(env, (double)c[i]));
+  for (uint32_t i = 0; i < WC_COUNT; i++) napi_set_element(env, arr, i, weft_number(env, (double)c[i]));
   return arr;
 }
 
@@ -242,7 +176,7 @@ static napi_value Stop(napi_env env, napi_callback_info info) {
   int fd = -1;
   wg_device_stop_exporting(*slot, exporting ? &fd : NULL);
   *slot = NULL;
-  return exporting ? number(env, fd) : NULL;
+  return exporting ? weft_number(env, fd) : NULL;
 }
 
 /* importState(device, fd): restores what stop(device, true) exported; the peers restored, or -1
@@ -250,17 +184,17 @@ static napi_value Stop(napi_env env, napi_callback_info info) {
 static napi_value ImportState(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   uint32_t fd;
-  if (!args(env, info, 2, argv, "importState(device, fd)") || !get_u32(env, argv[1], &fd, "importState(device, fd)")) return NULL;
+  if (!weft_args(env, info, 2, argv, "importState(device, fd)") || !weft_u32(env, argv[1], &fd, "importState(device, fd)")) return NULL;
   struct wg_device **slot = unwrap(env, argv[0]);
   if (!slot) return NULL;
-  return number(env, wg_state_import(*slot, (int)fd));
+  return weft_number(env, wg_state_import(*slot, (int)fd));
 }
 
 /* describeFd(fd): { tun: name } for a TUN device, { udpPort } for a bound UDP socket, {} else. */
 static napi_value DescribeFd(napi_env env, napi_callback_info info) {
   napi_value argv[1], out;
   uint32_t fd;
-  if (!args(env, info, 1, argv, "describeFd(fd)") || !get_u32(env, argv[0], &fd, "describeFd(fd)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "describeFd(fd)") || !weft_u32(env, argv[0], &fd, "describeFd(fd)")) return NULL;
   napi_create_object(env, &out);
   if (fcntl((int)fd, F_GETFD) < 0) return out;
   struct ifreq ifr;
@@ -280,7 +214,7 @@ static napi_value DescribeFd(napi_env env, napi_callback_info info) {
   l = sizeof sa;
   if (getsockname((int)fd, (struct sockaddr *)&sa, &l) < 0) return out;
   uint16_t port = sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port) : ntohs(((struct sockaddr_in *)&sa)->sin_port);
-  napi_set_named_property(env, out, "udpPort", number(env, port));
+  napi_set_named_property(env, out, "udpPort", weft_number(env, port));
   return out;
 }
 
@@ -289,7 +223,7 @@ static napi_value KeepOnExec(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   uint32_t fd;
   bool keep;
-  if (!args(env, info, 2, argv, "keepOnExec(fd, keep)") || !get_u32(env, argv[0], &fd, "keepOnExec(fd, keep)")) return NULL;
+  if (!weft_args(env, info, 2, argv, "keepOnExec(fd, keep)") || !weft_u32(env, argv[0], &fd, "keepOnExec(fd, keep)")) return NULL;
   if (napi_get_value_bool(env, argv[1], &keep) != napi_ok) {
     napi_throw_type_error(env, NULL, "keepOnExec: keep must be a boolean");
     return NULL;
@@ -305,18 +239,18 @@ static napi_value Hchacha20(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   uint8_t *key, *nonce, out[32];
   size_t kl, nl;
-  if (!args(env, info, 2, argv, "hchacha20(key, nonce)") || !bytes_of(env, argv[0], &key, &kl, 32, "hchacha20: a 32-byte key") || !bytes_of(env, argv[1], &nonce, &nl, 16, "hchacha20: a 16-byte nonce")) return NULL;
+  if (!weft_args(env, info, 2, argv, "hchacha20(key, nonce)") || !weft_bytes(env, argv[0], &key, &kl, 32, "hchacha20: a 32-byte key") || !weft_bytes(env, argv[1], &nonce, &nl, 16, "hchacha20: a 16-byte nonce")) return NULL;
   if (wg_crypto_init() != 0 || wg_hchacha20(out, key, nonce) != 0) return throw_errno(env, EINVAL, "hchacha20");
-  return bytes_value(env, out, 32);
+  return weft_bytes_value(env, out, 32);
 }
 
 static napi_value Mac(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   uint8_t *key, *in, out[WG_MAC_LEN];
   size_t kl, il;
-  if (!args(env, info, 2, argv, "mac(key, data)") || !bytes_of(env, argv[0], &key, &kl, 0, "mac: key bytes") || !bytes_of(env, argv[1], &in, &il, 0, "mac: data bytes")) return NULL;
+  if (!weft_args(env, info, 2, argv, "mac(key, data)") || !weft_bytes(env, argv[0], &key, &kl, 0, "mac: key bytes") || !weft_bytes(env, argv[1], &in, &il, 0, "mac: data bytes")) return NULL;
   if (kl == 0 || kl > 32 || wg_crypto_init() != 0 || wg_mac(out, key, kl, in, il) != 0) return throw_errno(env, EINVAL, "mac");
-  return bytes_value(env, out, sizeof out);
+  return weft_bytes_value(env, out, sizeof out);
 }
 
 /* handshake(initiatorPriv, responderPriv, psk, initiatorEphemeral, responderEphemeral, timestamp):
@@ -327,8 +261,8 @@ static napi_value Handshake(napi_env env, napi_callback_info info) {
   uint8_t *ip, *rp, *psk, *ie, *re, *ts;
   size_t l;
   const char *usage = "handshake(initiatorPriv, responderPriv, psk, initiatorEphemeral, responderEphemeral, timestamp12)";
-  if (!args(env, info, 6, argv, usage) || !bytes_of(env, argv[0], &ip, &l, 32, usage) || !bytes_of(env, argv[1], &rp, &l, 32, usage) || !bytes_of(env, argv[2], &psk, &l, 32, usage) ||
-      !bytes_of(env, argv[3], &ie, &l, 32, usage) || !bytes_of(env, argv[4], &re, &l, 32, usage) || !bytes_of(env, argv[5], &ts, &l, 12, usage))
+  if (!weft_args(env, info, 6, argv, usage) || !weft_bytes(env, argv[0], &ip, &l, 32, usage) || !weft_bytes(env, argv[1], &rp, &l, 32, usage) || !weft_bytes(env, argv[2], &psk, &l, 32, usage) ||
+      !weft_bytes(env, argv[3], &ie, &l, 32, usage) || !weft_bytes(env, argv[4], &re, &l, 32, usage) || !weft_bytes(env, argv[5], &ts, &l, 12, usage))
     return NULL;
   struct noise_static si, sr;
   struct noise_remote to_r = {0}, to_i = {0};
@@ -356,12 +290,12 @@ static napi_value Handshake(napi_env env, napi_callback_info info) {
   noise_derive_keys(&hr, 0, rsend, rrecv);
   napi_value out;
   napi_create_object(env, &out);
-  napi_set_named_property(env, out, "initiation", bytes_value(env, init, sizeof init));
-  napi_set_named_property(env, out, "response", bytes_value(env, resp, sizeof resp));
-  napi_set_named_property(env, out, "initiatorSend", bytes_value(env, isend, 32));
-  napi_set_named_property(env, out, "initiatorReceive", bytes_value(env, irecv, 32));
-  napi_set_named_property(env, out, "responderSend", bytes_value(env, rsend, 32));
-  napi_set_named_property(env, out, "responderReceive", bytes_value(env, rrecv, 32));
+  napi_set_named_property(env, out, "initiation", weft_bytes_value(env, init, sizeof init));
+  napi_set_named_property(env, out, "response", weft_bytes_value(env, resp, sizeof resp));
+  napi_set_named_property(env, out, "initiatorSend", weft_bytes_value(env, isend, 32));
+  napi_set_named_property(env, out, "initiatorReceive", weft_bytes_value(env, irecv, 32));
+  napi_set_named_property(env, out, "responderSend", weft_bytes_value(env, rsend, 32));
+  napi_set_named_property(env, out, "responderReceive", weft_bytes_value(env, rrecv, 32));
   return out;
 }
 
@@ -374,7 +308,7 @@ static napi_value SealData(napi_env env, napi_callback_info info) {
   uint64_t counter;
   bool lossless;
   const char *usage = "sealData(sendKey, receiver, counter: bigint, packet, mtu)";
-  if (!args(env, info, 5, argv, usage) || !bytes_of(env, argv[0], &k, &kl, 32, usage) || !get_u32(env, argv[1], &receiver, usage) || !bytes_of(env, argv[3], &pkt, &len, 0, usage) || !get_u32(env, argv[4], &mtu, usage)) return NULL;
+  if (!weft_args(env, info, 5, argv, usage) || !weft_bytes(env, argv[0], &k, &kl, 32, usage) || !weft_u32(env, argv[1], &receiver, usage) || !weft_bytes(env, argv[3], &pkt, &len, 0, usage) || !weft_u32(env, argv[4], &mtu, usage)) return NULL;
   if (napi_get_value_bigint_uint64(env, argv[2], &counter, &lossless) != napi_ok || len > mtu) {
     napi_throw_type_error(env, NULL, usage);
     return NULL;
@@ -383,7 +317,7 @@ static napi_value SealData(napi_env env, napi_callback_info info) {
   if (!out) return throw_errno(env, ENOMEM, "sealData");
   size_t n = wg_seal_datagram(k, receiver, counter, pkt, len, mtu, out);
   napi_value v;
-  if (n) v = bytes_value(env, out, n);
+  if (n) v = weft_bytes_value(env, out, n);
   else napi_get_null(env, &v);
   free(out);
   return v;
@@ -392,7 +326,7 @@ static napi_value SealData(napi_env env, napi_callback_info info) {
 /* replay(counters): whether each counter, in order, passes one fresh window. */
 static napi_value Replay(napi_env env, napi_callback_info info) {
   napi_value argv[1];
-  if (!args(env, info, 1, argv, "replay(counters)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "replay(counters)")) return NULL;
   uint32_t n;
   if (napi_get_array_length(env, argv[0], &n) != napi_ok) {
     napi_throw_type_error(env, NULL, "replay: an array of bigints");
@@ -426,7 +360,7 @@ static uint64_t prop_u64(napi_env env, napi_value obj, const char *name) {
 /* timersDue(state): the actions due, the state's times in milliseconds. */
 static napi_value TimersDue(napi_env env, napi_callback_info info) {
   napi_value argv[1];
-  if (!args(env, info, 1, argv, "timersDue(state)")) return NULL;
+  if (!weft_args(env, info, 1, argv, "timersDue(state)")) return NULL;
   const uint64_t ms = 1000000;
   napi_value v;
   double initiator = -1;
@@ -446,7 +380,7 @@ static napi_value TimersDue(napi_env env, napi_callback_info info) {
     .persistent_keepalive_s = (uint32_t)prop_u64(env, argv[0], "persistentKeepaliveS"),
     .jitter_ns = (uint32_t)(prop_u64(env, argv[0], "jitterMs") * ms),
   };
-  return number(env, wg_timers_due(&t));
+  return weft_number(env, wg_timers_due(&t));
 }
 
 static napi_value Init(napi_env env, napi_value exports) {

@@ -30,3 +30,22 @@ export function nativeErrnoName(err: unknown): string {
     return `errno ${errno}`;
   }
 }
+
+/**
+ * The addon with each of `calls` rethrowing what it throws through `toError` (its message and errno
+ * name): an addon's kernel failures become the callers' coded errors.
+ */
+export function wrapCalls<T extends object>(raw: T, calls: ReadonlyArray<keyof T>, toError: (message: string, errno: string, cause: unknown) => Error): T {
+  const wrapped = { ...raw };
+  for (const name of calls) {
+    const fn = raw[name] as (...args: unknown[]) => unknown;
+    (wrapped as Record<keyof T, unknown>)[name] = (...args: unknown[]): unknown => {
+      try {
+        return fn.apply(raw, args);
+      } catch (err) {
+        throw toError(err instanceof Error ? err.message : String(err), nativeErrnoName(err), err);
+      }
+    };
+  }
+  return wrapped;
+}

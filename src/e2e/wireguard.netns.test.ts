@@ -8,7 +8,6 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFile, stat, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { parseGet } from '../netlink/wg-uapi.js';
 import type { WgDevice } from '../netlink/wireguard.js';
@@ -16,6 +15,7 @@ import { Cluster, type ClusterNode } from '../testing/cluster.js';
 import { ipJson, netnsSkipReason, nsExec, spawnInNetns, stopProcess } from '../testing/netns.js';
 import { initiation, mac1 } from '../testing/wg-reference.js';
 import { WgStandIn } from '../testing/wg-standin.js';
+import { uapiRequest } from '../testing/wg-uapi-client.js';
 import { waitUntil } from '../testing/wait.js';
 import { assertFullMesh, pingThrough, startCluster } from './cluster-scenarios.js';
 
@@ -25,22 +25,7 @@ const config = (backend: Record<string, unknown> = {}): string => JSON.stringify
 const flags = ['--healthz-ip=127.0.0.1', `--healthz-port=${healthPort}`];
 
 /** A UAPI request to a weft node's device, over its socket (where `wg` would talk to it). */
-function uapi(node: ClusterNode, request: string, device = 'flannel-wg'): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = connect(join(node.dir, 'wireguard', `${device}.sock`));
-    let out = '';
-    s.setEncoding('utf8');
-    s.on('data', (d: string) => {
-      out += d;
-      if (/errno=-?\d+\n\n$/.test(out)) {
-        s.end();
-        resolve(out);
-      }
-    });
-    s.on('error', reject);
-    s.write(request);
-  });
-}
+const uapi = (node: ClusterNode, request: string, device = 'flannel-wg'): Promise<string> => uapiRequest(join(node.dir, 'wireguard', `${device}.sock`), request);
 const device = async (node: ClusterNode, name = 'flannel-wg'): Promise<WgDevice> => parseGet(await uapi(node, 'get=1\n\n', name));
 const peerKeys = async (node: ClusterNode): Promise<string[]> => (await device(node)).peers.map((p) => p.publicKey).sort();
 

@@ -4,8 +4,8 @@
  * Node cannot: a TUN needs an ioctl, and fs.read of one goes through the thread pool (about
  * 16,000 packets/s measured here). Everything else of the backend is TypeScript.
  */
-import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
-import { loadNativeAddon, nativeAddonPath, nativeErrnoName } from '../../core/native-addon.js';
+import { ErrorCodes, WeftError } from '../../core/errors.js';
+import { loadNativeAddon, nativeAddonPath, wrapCalls } from '../../core/native-addon.js';
 import { KernelError } from '../../netlink/netlink.js';
 
 declare const forwarderBrand: unique symbol;
@@ -67,17 +67,7 @@ export function udpTunAddon(): UdpTunAddon {
   if (!raw) {
     throw new WeftError(ErrorCodes.CONFIG, `the udp backend needs weft's native addon ${nativeAddonPath('udp-tun', 'udp_tun')}, which was not built: run \`make setup\` (it needs gcc, g++, make and python3)`);
   }
-  const wrapped: UdpTunAddon = { ...raw };
-  for (const name of kernelCalls) {
-    const fn = raw[name] as (...args: unknown[]) => unknown;
-    (wrapped as unknown as Record<string, unknown>)[name] = (...args: unknown[]): unknown => {
-      try {
-        return fn.apply(raw, args);
-      } catch (err) {
-        throw new KernelError(errorMessage(err), nativeErrnoName(err), { cause: err });
-      }
-    };
-  }
+  const wrapped = wrapCalls(raw, kernelCalls, (message, errno, cause) => new KernelError(message, errno, { cause }));
   loaded = wrapped;
   return loaded;
 }

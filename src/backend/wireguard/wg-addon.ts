@@ -3,8 +3,8 @@
  * `make setup`): a TUN device and a UDP socket moved between by threads of its own, configured
  * with WireGuard's UAPI text. Used where the kernel has no WireGuard.
  */
-import { ErrorCodes, WeftError, errorMessage } from '../../core/errors.js';
-import { loadNativeAddon, nativeAddonPath, nativeErrnoName } from '../../core/native-addon.js';
+import { ErrorCodes, WeftError } from '../../core/errors.js';
+import { loadNativeAddon, nativeAddonPath, wrapCalls } from '../../core/native-addon.js';
 import { KernelError } from '../../netlink/netlink.js';
 
 declare const deviceBrand: unique symbol;
@@ -90,17 +90,7 @@ export function wireguardAddon(): WireguardAddon {
   if (!raw) {
     throw new WeftError(ErrorCodes.CONFIG, `the wireguard backend needs weft's native addon ${nativeAddonPath('wireguard', 'wireguard')} where the kernel has no WireGuard, and it was not built: run \`make setup\` (it needs gcc, make, python3 and libssl-dev)`);
   }
-  const wrapped: WireguardAddon = { ...raw };
-  for (const name of kernelCalls) {
-    const fn = raw[name] as (...args: unknown[]) => unknown;
-    (wrapped as unknown as Record<string, unknown>)[name] = (...args: unknown[]): unknown => {
-      try {
-        return fn.apply(raw, args);
-      } catch (err) {
-        throw new KernelError(errorMessage(err), nativeErrnoName(err), { cause: err });
-      }
-    };
-  }
+  const wrapped = wrapCalls(raw, kernelCalls, (message, errno, cause) => new KernelError(message, errno, { cause }));
   loaded = wrapped;
   return loaded;
 }
