@@ -12,10 +12,10 @@ import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
 import { KernelError } from './netlink.js';
 import { type RawMessage, splitMessages } from './rt-codec.js';
-import { GENL_ID_CTRL, WG_CMD, decodeDevice, decodeFamilyId, encodeEndpoint, encodeGetDevice, encodeGetFamily, encodeSetDevice } from './wg-codec.js';
+import { GENL_ID_CTRL, WG_CMD, decodeDevice, decodeEndpoint, decodeFamilyId, encodeEndpoint, encodeGetDevice, encodeGetFamily, encodeSetDevice } from './wg-codec.js';
 
 interface PkgPeer { publicKey?: Buffer; presharedKey?: Buffer; flags?: { removeMe?: true; replaceAllowedIps?: true }; endpoint?: Buffer; persistentKeepaliveInterval?: number; allowedIps?: Array<{ family?: number; ipaddr?: Buffer; cidrMask?: number }>; lastHandshakeTime?: Buffer; rxBytes?: bigint; txBytes?: bigint }
-interface PkgDevice { ifname?: string; privateKey?: Buffer; listenPort?: number; flags?: { replacePeers?: true }; peers?: PkgPeer[] }
+interface PkgDevice { ifname?: string; privateKey?: Buffer; publicKey?: Buffer; listenPort?: number; flags?: { replacePeers?: true }; peers?: PkgPeer[] }
 const pkg = createRequire(import.meta.url)('netlink/dist/wg/structs.js') as { parseDevice(b: Buffer): PkgDevice; formatDevice(d: PkgDevice): unknown };
 const { AttrStream } = createRequire(import.meta.url)('netlink/dist/structs.js') as { AttrStream: new () => { bufs: Uint8Array[]; emit(d: unknown): void } };
 const pkgBytes = (d: PkgDevice): Buffer => {
@@ -176,4 +176,44 @@ test('a GET answer cut anywhere or corrupted is read as far as it goes or refuse
     for (let j = 0; j < 1 + (i % 4); j++) b[rand() % b.length] = rand() & 255;
     tryDecode(b);
   }
+});
+
+test('a GET answer\'s odd fields: an IPv6 endpoint, the device\'s public key, attributes of the wrong size ignored, allowed IPs without mask or past the family\'s bits refused', () => {
+  const handshake = Buffer.alloc(16);
+  const k3 = Buffer.alloc(32, 3);
+  const base = { publicKey: Buffer.from(k1, 'base64'), allowedIps: [{ family: 10, ipaddr: Buffer.from('20010db8180000020000000000000000', 'hex'), cidrMask: 128 }] };
+  const d = decodeDevice([
+    kernelMessage(family, 0, Buffer.concat([
+      pkgBytes({ ifname: 'flannel-wg-v6', listenPort: 51821, publicKey: k3, peers: [{ ...base, endpoint: encodeEndpoint({ ip: parseIp('2001:db8:113::2'), port: 51821 }), lastHandshakeTime: handshake, persistentKeepaliveInterval: 0 }] } as PkgDevice),
+    ])),
+  ]);
+  assert.deepEqual([d.listenPort, d.publicKey], [51821, k3.toString('base64')]);
+  const [p] = d.peers;
+  assert.deepEqual([p!.endpoint?.ip.family, p!.endpoint?.port, p!.endpoint && parseIp('2001:db8:113::2').value === p!.endpoint.ip.value], [6, 51821, true]);
+  assert.equal(p!.lastHandshakeMs, undefined, 'a zero handshake time is none');
+  assert.equal(p!.allowedIps[0]!.prefix, 128);
+  // Fields of the wrong size are skipped, as the kernel would never send them.
+  const short = pkgBytes({ ifname: 'x', peers: [{ publicKey: Buffer.from(k1, 'base64'), presharedKey: Buffer.alloc(31, 1), endpoint: Buffer.from([10, 0, 0, 1]), persistentKeepaliveInterval: 7, lastHandshakeTime: Buffer.alloc(8, 1), rxBytes: 5n, txBytes: 6n }] });
+  const patched = Buffer.from(short);
+  const q = decodeDevice([kernelMessage(family, 0, patched)]).peers[0]!;
+  assert.deepEqual([q.presharedKey, q.endpoint, q.lastHandshakeMs, q.keepaliveS, q.rxBytes, q.txBytes], [undefined, undefined, undefined, 7, 5, 6]);
+  assert.equal(decodeEndpoint(encodeEndpoint({ ip: parseIp('2001:db8:113::2'), port: 1 }).subarray(0, 27), 0, 27), undefined, 'an IPv6 endpoint cut short');
+  assert.equal(decodeEndpoint(encodeEndpoint({ ip: parseIp('203.0.113.2'), port: 1 }).subarray(0, 15), 0, 15), undefined, 'an IPv4 one cut short');
+  assert.equal(decodeEndpoint(Buffer.from([2]), 0, 1), undefined);
+  const withMask = (mask: number | undefined, fam = 2, ip = Buffer.from([198, 18, 2, 0])): Buffer => pkgBytes({ ifname: 'x', peers: [{ publicKey: Buffer.from(k1, 'base64'), allowedIps: [{ family: fam, ipaddr: ip, ...(mask === undefined ? {} : { cidrMask: mask }) }] }] });
+  assert.equal(decodeDevice([kernelMessage(family, 0, withMask(32))]).peers[0]!.allowedIps[0]!.prefix, 32);
+  assert.equal(decodeDevice([kernelMessage(family, 0, withMask(0))]).peers[0]!.allowedIps[0]!.prefix, 0);
+  for (const bad of [withMask(33), withMask(undefined), withMask(129, 10, Buffer.alloc(16))]) {
+    assert.throws(() => decodeDevice([kernelMessage(family, 0, bad)]), (e) => e instanceof KernelError && e.errno === 'EPROTO');
+  }
+  const noKey = pkgBytes({ ifname: 'x', peers: [{ publicKey: Buffer.alloc(31), persistentKeepaliveInterval: 1 }] });
+  assert.throws(() => decodeDevice([kernelMessage(family, 0, noKey)]), (e) => e instanceof KernelError && e.errno === 'EPROTO');
+  // The family id wherever it is among the controller's attributes.
+  assert.equal(decodeFamilyId(kernelMessage(GENL_ID_CTRL, 1, Buffer.from('0e000200776972656775617264000000' + '06000300' + '0100' + '0000' + '06000100' + '2a00' + '0000', 'hex'))), 0x2a);
+});
+
+test('a GET request names its device; a SET with nothing but a name has no peers attribute', () => {
+  assert.equal(encodeGetDevice(family, 'flannel-wg').subarray(20).toString('hex'), '0f000200666c616e6e656c2d776700' + '00');
+  assert.equal(encodeSetDevice(family, 'wg0', {}).subarray(20).toString('hex'), '0800020077673000');
+  assert.equal(encodeSetDevice(family, 'wg0', { peers: [] }).subarray(20).toString('hex'), '0800020077673000');
 });

@@ -84,3 +84,21 @@ test('endpoints: IPv4, bracketed IPv6, and nothing else', () => {
   assert.equal(parseEndpoint('[2001:db8::1]:1')?.ip.family, 6);
   for (const bad of ['2001:db8::1:1', '203.0.113.2', '203.0.113.2:70000', 'host:1', '[203.0.113.2]x:1']) assert.equal(parseEndpoint(bad), undefined, bad);
 });
+
+test('a change with peers alone writes nothing of the device; values with anything around them are refused', () => {
+  assert.equal(formatSet({ peers: [{ publicKey: k1, remove: true }] }), `set=1\npublic_key=${'01'.repeat(32)}\nremove=true\n\n`);
+  assert.equal(formatSet({}), 'set=1\n\n');
+  const bad = (line: string): void => assert.throws(() => parseGet(`public_key=${'01'.repeat(32)}\n${line}\nerrno=0\n\n`), (e) => e instanceof KernelError && e.errno === 'EPROTO', line);
+  bad(`preshared_key=x${'01'.repeat(32)}`);
+  bad(`preshared_key=${'01'.repeat(32)}x`);
+  bad('rx_bytes=12x');
+  bad('tx_bytes=x12');
+  bad('endpoint=203.0.113.2:51820x');
+  assert.equal(parseGet(`private_key=${'00'.repeat(32)}\nerrno=0\n\n`).publicKey, undefined, 'no key yet');
+  assert.throws(() => parseGet(`private_key=${'00'.repeat(31)}000\nerrno=0\n\n`), (e) => e instanceof KernelError && e.errno === 'EPROTO');
+  // Before the first peer, peer fields mean nothing and are skipped.
+  assert.deepEqual(parseGet('rx_bytes=5\nlisten_port=1\nerrno=0\n\n'), { listenPort: 1, peers: [] });
+  assert.equal(parseEndpoint('203.0.113.2:65535')?.port, 65535);
+  assert.equal(parseEndpoint('x203.0.113.2:1'), undefined);
+  assert.equal(parseEndpoint('203.0.113.2:1x'), undefined);
+});

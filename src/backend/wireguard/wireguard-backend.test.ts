@@ -10,7 +10,7 @@ import { parseNetworkConfig } from '../../config/network-config.js';
 import { formatCidr, parseCidr } from '../../ip/cidr.js';
 import { formatIp, parseIp } from '../../ip/ip.js';
 import type { Lease } from '../../lease/lease.js';
-import { linkKind } from '../../netlink/netlink.js';
+import { errnoOf, linkKind } from '../../netlink/netlink.js';
 import { FakeNetlink } from '../../testing/fake-netlink.js';
 import { FakeWireGuard } from '../../testing/fake-wireguard.js';
 import { leaseFeed } from '../../testing/lease-feed.js';
@@ -161,4 +161,100 @@ test('the kernel path where the kernel makes WireGuard devices (an existing one 
   const failing = new FakeNetlink();
   failing.failNext('createLink');
   await assert.rejects(KernelPath.available(failing, 'flannel-wg', 1420));
+});
+
+test('separate mode reads each family\'s own data: the IPv6 device takes BackendV6Data\'s key and port', async (t) => {
+  const { wg, feed } = await start(t);
+  feed.push([{ type: 'added', lease: peer(2, { backendData: data(2, 4000), backendV6Data: data(12, 4001) }) }]);
+  await waitUntil('both devices', async () => (await peersOf(wg, 'flannel-wg')).length === 1 && (await peersOf(wg, 'flannel-wg-v6')).length === 1);
+  assert.deepEqual(await peersOf(wg, 'flannel-wg'), ['AgIC 203.0.113.2:4000 198.18.2.0/24']);
+  assert.deepEqual(await peersOf(wg, 'flannel-wg-v6'), ['DAwM 2001:db8:113::2:4001 2001:db8:1800:2::/64']);
+});
+
+test('single-device modes: the key from BackendV6Data when there is no BackendData, refusals for bad data and an address to dial that is missing, and only the families that pass the peer check', async (t) => {
+  const { wg, feed, net } = await start(t, dual({ Mode: 'ipv4' }));
+  feed.push([
+    { type: 'added', lease: peer(2, { backendData: undefined as unknown as string, backendV6Data: data(2, 4001) }) },
+    { type: 'added', lease: peer(3, { backendV6Data: '{"PublicKey":1}' }) },
+    { type: 'added', lease: { subnet: { ipv6: parseCidr('2001:db8:1800:4::/64') }, attrs: { publicIpv6: parseIp('2001:db8:113::4'), backendType: 'wireguard', backendV6Data: data(4, 51821) } } },
+    { type: 'added', lease: peer(5, { backendData: undefined as unknown as string, backendV6Data: undefined as unknown as string }) },
+  ]);
+  await waitUntil('peer 2 programmed, 3, 4 and 5 refused', () => net.peers().filter((p) => p.state === 'refused').length === 3 && net.peers().some((p) => p.state === 'programmed'));
+  // No BackendData: the v6 data's key, and this node's ListenPort (ListenPortV6 is not listened on in this mode).
+  assert.deepEqual(await peersOf(wg, 'flannel-wg'), ['AgIC 203.0.113.2:51820 198.18.2.0/24,2001:db8:1800:2::/64']);
+  const why = (n: string): string => net.peers().find((p) => p.subnet.includes(n))?.reason ?? '';
+  assert.match(why('198.18.3.0'), /BackendV6Data has no WireGuard PublicKey/);
+  assert.match(why('2001:db8:1800:4::'), /Mode ipv4 dials its IPv4 address, and it has none/);
+  assert.match(why('198.18.5.0'), /no WireGuard BackendData/);
+});
+
+test('routes: the network\'s through each device; a stray route through a device goes, the operator\'s elsewhere stay', async (t) => {
+  const clock = new ManualClock();
+  const { nl, feed } = await start(t, dual(), clock);
+  feed.push([]);
+  await waitUntil('the first pass', async () => {
+    await clock.advance(100);
+    return nl.routeTable.has('198.18.0.0/16');
+  });
+  const wgIndex = [...nl.linkTable.values()].find((l) => l.name === 'flannel-wg')!.index;
+  nl.kernel.addRoute({ dst: parseCidr('198.18.77.0/24'), index: wgIndex });
+  nl.kernel.addRoute({ dst: parseCidr('198.18.78.0/24'), gateway: parseIp('203.0.113.9'), index: 2 });
+  nl.kernel.addRoute({ dst: parseCidr('198.51.100.0/24'), index: wgIndex });
+  await waitUntil('the stray route through flannel-wg is gone', async () => {
+    await clock.advance(100);
+    return !nl.routeTable.has('198.18.77.0/24');
+  });
+  assert.ok(nl.routeTable.has('198.18.78.0/24'), 'a route via a gateway is not the backend\'s');
+  assert.ok(nl.routeTable.has('198.51.100.0/24'), 'nor one outside the network');
+  assert.ok(nl.routeTable.has('198.18.0.0/16') && nl.routeTable.has('2001:db8:1800::/56'));
+});
+
+test('a device\'s address taken away, its MTU changed or the link set down by hand: put back', async (t) => {
+  const clock = new ManualClock();
+  const { nl, feed } = await start(t, dual(), clock);
+  feed.push([]);
+  await waitUntil('the first pass', async () => {
+    await clock.advance(100);
+    return nl.routeTable.has('198.18.0.0/16');
+  });
+  const v4 = [...nl.linkTable.values()].find((l) => l.name === 'flannel-wg')!;
+  const v6 = [...nl.linkTable.values()].find((l) => l.name === 'flannel-wg-v6')!;
+  const settled = async (check: () => boolean, what: string): Promise<void> =>
+    waitUntil(what, async () => {
+      await clock.advance(100);
+      return check();
+    });
+  await nl.deleteAddress(v6.index, parseIp('2001:db8:1800:1::'));
+  await settled(() => nl.addrs.some((a) => a.index === v6.index && formatIp(a.ip) === '2001:db8:1800:1::' && a.prefix === 128), 'the /128 back');
+  await nl.setLink(v4.index, { mtu: 1300 });
+  await settled(() => nl.linkTable.get(v4.index)?.mtu === 1420, 'the MTU back');
+  await nl.setLink(v4.index, { up: false });
+  await settled(() => nl.linkTable.get(v4.index)?.up === true, 'up again');
+  assert.deepEqual([nl.linkTable.get(v4.index)?.name, nl.linkTable.get(v6.index)?.name], ['flannel-wg', 'flannel-wg-v6'], 'the same devices, not made again');
+});
+
+test('the kernel path takes the place of a device of another kind, sets the MTU of its own, and reports a device that vanished', async () => {
+  const nl = new FakeNetlink();
+  const wg = new FakeWireGuard((name) => [...nl.linkTable.values()].some((l) => l.name === name && linkKind(l) === 'wireguard'));
+  const tun = await nl.createLink('flannel-wg', { kind: 'vxlan', vxlan: { vni: 1, port: 0, learning: false, gbp: false } }, {});
+  const path = new KernelPath(nl, wg, recordingLogger());
+  const index = await path.ensure('flannel-wg', { listenPort: 51820, privateKey: key(1), mtu: 1420 });
+  assert.notEqual(index, tun.index);
+  assert.equal(linkKind(nl.linkTable.get(index)!), 'wireguard');
+  await nl.setLink(index, { mtu: 1300 });
+  assert.equal(await path.ensure('flannel-wg', { listenPort: 51821, privateKey: key(1), mtu: 1420 }), index, 'kept');
+  assert.deepEqual([nl.linkTable.get(index)?.mtu, (await wg.device('flannel-wg'))?.listenPort], [1420, 51821]);
+  assert.equal(path.counters(), undefined);
+  path.stop();
+  assert.equal(wg.closed, true, 'the port is closed with the path');
+  const lost = new KernelPath(nl, new FakeWireGuard(() => false), recordingLogger());
+  await assert.rejects(lost.ensure('flannel-wg', { listenPort: 51820, privateKey: key(1), mtu: 1420 }), (err) => errnoOf(err) === 'ENODEV');
+});
+
+test('deviceNames: what each mode makes, for the leftovers check', () => {
+  assert.deepEqual(wireguardBackend.deviceNames(dual()), ['flannel-wg', 'flannel-wg-v6']);
+  assert.deepEqual(wireguardBackend.deviceNames(dual({ Mode: 'auto' })), ['flannel-wg']);
+  assert.deepEqual(wireguardBackend.deviceNames(parseNetworkConfig('{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"wireguard"}}')), ['flannel-wg-v6']);
+  assert.throws(() => wireguardBackend.checkOptions(dual({ MTU: 1300 })), /IPv6 wireguard device needs an underlay MTU of at least 1360/);
+  assert.doesNotThrow(() => wireguardBackend.checkOptions(dual({ MTU: 1360 })));
 });

@@ -135,7 +135,13 @@ class WireguardDriver implements BackendDriver {
    */
   #single(lease: Lease, plane: FamilyPlane): Program | Refusal {
     const usable = this.#planes.all.filter((p) => peerProblem(lease, p) === undefined);
-    if (usable[0]?.family !== plane.family) return {};
+    const peer = this.#singlePeer(lease, usable);
+    // The other families add nothing to the one peer, or are refused with it.
+    if (usable[0]?.family !== plane.family) return 'refused' in peer ? peer : {};
+    return peer;
+  }
+
+  #singlePeer(lease: Lease, usable: readonly FamilyPlane[]): Program | Refusal {
     const v4 = lease.attrs.backendData !== undefined ? parseWgLeaseData(lease.attrs.backendData, 'BackendData') : undefined;
     const v6 = lease.attrs.backendV6Data !== undefined ? parseWgLeaseData(lease.attrs.backendV6Data, 'BackendV6Data') : undefined;
     const data = v4 ?? v6;

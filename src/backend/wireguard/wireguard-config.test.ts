@@ -41,3 +41,12 @@ test('refused with the option named: Mode is case-sensitive and never empty, kee
   refused({ PSK: Buffer.alloc(31).toString('base64') + 'AA' }, /Backend\.PSK/);
   refused({ PSK: 42 }, /Backend\.PSK .*number 42/);
 });
+
+test('the edges: ports 1 and 65535, a keepalive of 65535 s, a PSK with anything around it refused', () => {
+  assert.deepEqual([parse({ ListenPort: 1 }).listenPort, parse({ ListenPortV6: 65535 }).listenPortV6, parse({ PersistentKeepaliveInterval: 65535 }).keepaliveS], [1, 65535, 65535]);
+  refused({ PSK: `x${psk}` }, /Backend\.PSK/);
+  refused({ PSK: `${psk}x` }, /Backend\.PSK/);
+  refused({ PSK: psk.replace('=', 'A') }, /Backend\.PSK/);
+  refused({ Mode: 'ipv5' }, /must be one of separate, auto, ipv4, ipv6 \(as written: the value is case-sensitive\), got the string "ipv5"/);
+  refused({ ListenPort: '51820' }, /Backend\.ListenPort must be an integer from 1 to 65535, got the string "51820"/);
+});

@@ -5,7 +5,8 @@ import { parseIp } from '../../ip/ip.js';
 import type { Lease } from '../../lease/lease.js';
 import type { FamilyPlane } from '../family-plane.js';
 import { autoFamily, formatWgLeaseData, isPrivate, parseWgLeaseData } from './wireguard-lease.js';
-import { wgPeerMatches } from './wg-peer-kind.js';
+import { FakeWireGuard } from '../../testing/fake-wireguard.js';
+import { describeWgPeer, wgPeerKind, wgPeerMatches } from './wg-peer-kind.js';
 
 const key = Buffer.alloc(32, 0x52).toString('base64');
 
@@ -49,7 +50,7 @@ test('private as flannel reads it: the test ranges here are all public', () => {
 
 test('a peer matches when endpoint, keepalive, PSK and allowed IPs (in any order) agree', () => {
   const base = { device: 'flannel-wg', publicKey: key, endpoint: { ip: parseIp('203.0.113.2'), port: 51820 }, keepaliveS: 0, allowedIps: [parseCidr('198.18.2.0/24'), parseCidr('2001:db8:1800:2::/64')] };
-  assert.ok(wgPeerMatches(base, { ...base, allowedIps: [...base.allowedIps].reverse() }));
+  assert.ok(wgPeerMatches(base, { ...base, endpoint: { ip: parseIp('203.0.113.2'), port: 51820 }, allowedIps: [parseCidr('2001:db8:1800:2::/64'), parseCidr('198.18.2.0/24')] }));
   assert.ok(!wgPeerMatches(base, { ...base, endpoint: { ip: parseIp('203.0.113.3'), port: 51820 } }));
   assert.ok(!wgPeerMatches(base, { ...base, endpoint: { ip: parseIp('203.0.113.2'), port: 51821 } }));
   const { endpoint: _, ...noEndpoint } = base;
@@ -59,4 +60,32 @@ test('a peer matches when endpoint, keepalive, PSK and allowed IPs (in any order
   assert.ok(!wgPeerMatches(base, { ...base, presharedKey: key }));
   assert.ok(!wgPeerMatches(base, { ...base, allowedIps: [parseCidr('198.18.2.0/24')] }));
   assert.ok(!wgPeerMatches(base, { ...base, allowedIps: [parseCidr('198.18.2.0/24'), parseCidr('198.18.3.0/24')] }));
+  assert.ok(!wgPeerMatches(base, { ...base, allowedIps: [...base.allowedIps, parseCidr('198.18.3.0/24')] }), 'one more allowed IP on the device');
+});
+
+test('the peer kind: keyed by device and key, listed from every device there is, never departing on a netlink change, refusing a second lease\'s key with a text that names it', async () => {
+  const wg = new FakeWireGuard();
+  wg.add('flannel-wg', 51820);
+  await wg.configure('flannel-wg', { peers: [{ publicKey: key, keepaliveS: 0, allowedIps: [parseCidr('198.18.2.0/24')] }] });
+  const kind = wgPeerKind(wg, () => ['flannel-wg', 'flannel-wg-v6']);
+  const listed = [...(await kind.list(AbortSignal.timeout(1000)))];
+  assert.deepEqual(listed.map((e) => kind.key(e)), [`flannel-wg/${key}`]);
+  assert.equal(kind.departs({ kind: 'route', deleted: true }, () => undefined), false);
+  assert.equal(kind.departs({ kind: 'link', index: 9, deleted: true }, () => listed[0]), false);
+  const entry = { device: 'flannel-wg', publicKey: key, endpoint: { ip: parseIp('203.0.113.2'), port: 51820 }, keepaliveS: 0, allowedIps: [parseCidr('198.18.2.0/24'), parseCidr('2001:db8:1800:2::/64')] };
+  assert.equal(kind.exclusive?.code, 'duplicate_public_key');
+  assert.equal(kind.exclusive?.describe(entry), `the WireGuard key ${key} on flannel-wg at 203.0.113.2:51820 for 198.18.2.0/24, 2001:db8:1800:2::/64`);
+  assert.equal(describeWgPeer({ ...entry, endpoint: undefined as unknown as typeof entry.endpoint }), `the WireGuard key ${key} on flannel-wg for 198.18.2.0/24, 2001:db8:1800:2::/64`);
+  await kind.remove(entry);
+  assert.deepEqual([...(await kind.list(AbortSignal.timeout(1000)))], []);
+  await kind.put(entry);
+  assert.deepEqual((await wg.device('flannel-wg'))?.peers.map((p) => p.endpoint?.port), [51820]);
+});
+
+test('lease data without a port, and ports at the edges', () => {
+  assert.equal(formatWgLeaseData({ publicKey: key }), `{"PublicKey":"${key}"}`);
+  assert.deepEqual(parseWgLeaseData(`{"PublicKey":"${key}","Port":65535}`, 'BackendData'), { publicKey: key, port: 65535 });
+  assert.deepEqual(parseWgLeaseData(`{"PublicKey":"${key}","Port":1}`, 'BackendData'), { publicKey: key, port: 1 });
+  assert.ok('refused' in parseWgLeaseData(`{"PublicKey":"x${key}"}`, 'BackendData'));
+  assert.ok('refused' in parseWgLeaseData(`{"PublicKey":"${key}x"}`, 'BackendData'));
 });
