@@ -319,3 +319,23 @@ test('a graceful restart (SIGHUP) on weft\'s own WireGuard loses no packet: the 
   await assertFullMesh(cluster);
   assert.equal((await ipJson<Array<{ ifindex: number }>>(n2.ns, ['link', 'show', 'flannel-wg']))[0]?.ifindex, index, 'the same device');
 });
+
+test('`wg` itself, Debian\'s wireguard-tools, shows weft\'s device and changes it', { skip, timeout: 120_000 }, async (t) => {
+  const cluster = await startCluster(t, { backend: 'wireguard', config: config(), agentFlags: flags }, 2);
+  const [n1, n2] = cluster.nodes as [ClusterNode, ClusterNode];
+  for (const node of cluster.nodes) await cluster.addPod(node);
+  await assertFullMesh(cluster);
+  // wg looks in /var/run/wireguard: the node's socket directory put there, in a mount namespace of its own.
+  const wgOn = (node: ClusterNode, args: string): Promise<string> =>
+    nsExec(node.ns, 'unshare', ['--mount', '--propagation', 'private', 'sh', '-c', `mkdir -p /var/run/wireguard && mount --bind ${join(node.dir, 'wireguard')} /var/run/wireguard && wg ${args}`]);
+  const dump = (await wgOn(n1, 'show flannel-wg dump')).trim().split('\n');
+  const peer = dump[1]!.split('\t');
+  const n2Key = (await device(n2)).publicKey;
+  assert.equal(dump[0]!.split('\t')[2], '51820', 'the listen port');
+  assert.deepEqual([peer[0], peer[2]], [n2Key, `${n2.ip}:51820`]);
+  assert.match(peer[3]!, /^198\.18\.\d+\.0\/24$/, 'its allowed IPs');
+  assert.ok(Number(peer[4]) > 0, 'a handshake was made');
+  // A change made with wg: put back at once, like a route deleted with ip.
+  await wgOn(n1, `set flannel-wg peer ${n2Key} endpoint 203.0.113.99:4000`);
+  await waitUntil('the endpoint is back', async () => (await device(n1)).peers[0]?.endpoint?.port === 51820, 5000);
+});
