@@ -200,12 +200,16 @@ test('routes: the network\'s through each device; a stray route through a device
   nl.kernel.addRoute({ dst: parseCidr('198.18.77.0/24'), index: wgIndex });
   nl.kernel.addRoute({ dst: parseCidr('198.18.78.0/24'), gateway: parseIp('203.0.113.9'), index: 2 });
   nl.kernel.addRoute({ dst: parseCidr('198.51.100.0/24'), index: wgIndex });
+  nl.kernel.addRoute({ dst: parseCidr('198.18.79.0/24'), gateway: parseIp('203.0.113.9'), index: wgIndex });
+  nl.kernel.addRoute({ dst: parseCidr('198.18.80.0/24'), index: 2 });
   await waitUntil('the stray route through flannel-wg is gone', async () => {
     await clock.advance(100);
     return !nl.routeTable.has('198.18.77.0/24');
   });
   assert.ok(nl.routeTable.has('198.18.78.0/24'), 'a route via a gateway is not the backend\'s');
   assert.ok(nl.routeTable.has('198.51.100.0/24'), 'nor one outside the network');
+  assert.ok(nl.routeTable.has('198.18.79.0/24'), 'nor one via a gateway, even through the device');
+  assert.ok(nl.routeTable.has('198.18.80.0/24'), 'nor one through another device');
   assert.ok(nl.routeTable.has('198.18.0.0/16') && nl.routeTable.has('2001:db8:1800::/56'));
 });
 
