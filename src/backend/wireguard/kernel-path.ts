@@ -8,7 +8,7 @@
 import type { Logger } from '../../core/log.js';
 import { KernelError, type Netlink, errnoOf, linkKind } from '../../netlink/netlink.js';
 import type { WireGuardPort } from '../../netlink/wireguard.js';
-import type { WgDataPath, WgDeviceSpec } from './userspace-path.js';
+import type { WgDataPath, WgDeviceSpec } from './data-path.js';
 
 export class KernelPath implements WgDataPath {
   readonly kind = 'kernel';

@@ -10,28 +10,9 @@ import type { Logger } from '../../core/log.js';
 import { KernelError, type Netlink, errnoOf, linkKind } from '../../netlink/netlink.js';
 import { checkResponse, formatSet, parseGet } from '../../netlink/wg-uapi.js';
 import type { WgChange, WgDevice, WireGuardPort } from '../../netlink/wireguard.js';
+import type { WgDataPath, WgDeviceSpec } from './data-path.js';
 import { UapiServer } from './uapi-server.js';
 import { type WgDeviceHandle, type WireguardAddon, wgCounterNames, wgCountersOf } from './wg-addon.js';
-
-export interface WgDeviceSpec {
-  readonly listenPort: number;
-  readonly privateKey: string;
-  readonly mtu: number;
-}
-
-/** How the backend holds its devices: the kernel's WireGuard, or weft's own. */
-export interface WgDataPath {
-  readonly kind: 'kernel' | 'userspace';
-  readonly port: WireGuardPort;
-  /** Makes the device, or takes the one there, with this key and port; its link index. */
-  ensure(name: string, spec: WgDeviceSpec): Promise<number>;
-  /** Packet and handshake counters since start, summed over the devices (userspace only). */
-  counters(): Readonly<Record<string, number>> | undefined;
-  /** Releases the devices; the links, their addresses and routes stay. */
-  stop(): void;
-  /** Calls `changed` when a device was changed by hand (its UAPI socket); returns the unsubscribe. */
-  onOutsideChange?(changed: () => void): () => void;
-}
 
 interface Running {
   readonly tun: number;
@@ -51,7 +32,6 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
   readonly #devices = new Map<string, Running>();
   readonly #socketDir: string | undefined;
   readonly #listeners = new Set<() => void>();
-
   readonly #handover: FdHandover | undefined;
 
   /**

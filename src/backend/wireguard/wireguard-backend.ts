@@ -26,7 +26,8 @@ import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network
 import { peerProblem } from '../peer-checks.js';
 import { defaultSocketDir } from './uapi-server.js';
 import { KernelPath } from './kernel-path.js';
-import { UserspacePath, type WgDataPath } from './userspace-path.js';
+import type { WgDataPath } from './data-path.js';
+import { UserspacePath } from './userspace-path.js';
 import { wireguardAddon } from './wg-addon.js';
 import { type WgPeerEntry, wgPeerKind } from './wg-peer-kind.js';
 import { type WireguardConfig, parseWireguardConfig } from './wireguard-config.js';
