@@ -66,6 +66,8 @@ export default tseslint.config(
   zone(['src/backend/host-gw/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'udp', 'wireguard')]),
   zone(['src/backend/udp/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'host-gw', 'wireguard')]),
   zone(['src/backend/wireguard/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'host-gw', 'udp')]),
+  // NetworkPolicy (issue 26): its model and records are pure; the engine will read kube and traffic.
+  zone(['src/policy/**/*.ts'], layers.pure),
   zone(['src/netlink/**/*.ts', 'src/traffic/**/*.ts'], layers.adapter),
   zone(['src/cni/**/*.ts'], layers.cni),
   zone(['src/health/**/*.ts'], layers.health),
