@@ -7,33 +7,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseIp } from '../ip/ip.js';
+import { allPods, ipOf, netpol, nodeIps as nodes, topology } from '../testing/netpol-topology.js';
 import { type World, allowed, endpointOf, selecting } from './model.js';
-import { type PodRecord, type PolicyRecord, type Protocol, decodeNamespace, decodePod, decodePolicy, isRefused } from './records.js';
+import { type Protocol, decodePod, decodePolicy, isRefused } from './records.js';
 
-const namespaces = ['x', 'y', 'z'];
-const names = ['a', 'b', 'c'];
-const ipOf = (ns: string, pod: string): string => `198.18.${namespaces.indexOf(ns) + 1}.${names.indexOf(pod) + 10}`;
-const nodeOf = (ns: string, pod: string): string => `node${(namespaces.indexOf(ns) + names.indexOf(pod)) % 2 + 1}`;
-const nodes = new Map([['node1', [parseIp('203.0.113.1')]], ['node2', [parseIp('203.0.113.2')]]]);
-
-function pod(ns: string, name: string, labels: Record<string, string> = {}): PodRecord {
-  const ports = [80, 81].flatMap((port) => ['TCP', 'UDP'].map((protocol) => ({ name: `serve-${port}-${protocol.toLowerCase()}`, containerPort: port, protocol })));
-  return decodePod({ metadata: { namespace: ns, name, labels: { pod: name, ...labels } }, spec: { nodeName: nodeOf(ns, name), containers: [{ ports }] }, status: { podIP: ipOf(ns, name) } })!;
-}
-
-function world(policies: unknown[], relabel: { pods?: Record<string, Record<string, string>>; namespaces?: Record<string, Record<string, string>> } = {}): World {
-  const decoded = policies.map((p) => decodePolicy(p)!);
-  for (const p of decoded) if (isRefused(p)) assert.fail(p.refused);
-  return {
-    pods: namespaces.flatMap((ns) => names.map((n) => pod(ns, n, relabel.pods?.[`${ns}/${n}`]))),
-    namespaces: namespaces.map((ns) => decodeNamespace({ metadata: { name: ns, labels: { ns, ...relabel.namespaces?.[ns] } } })!),
-    policies: decoded as PolicyRecord[],
-    nodes,
-  };
-}
-
-const policy = (ns: string, name: string, spec: Record<string, unknown>) => ({ metadata: { namespace: ns, name }, spec });
-const all = namespaces.flatMap((ns) => names.map((n) => `${ns}/${n}`));
+const world = topology;
+const policy = netpol;
+const all = allPods;
 
 /** The pairs (from -> to) the world denies on this port, loopback ignored as upstream does. */
 function denied(w: World, port = 80, protocol: Protocol = 'TCP'): string[] {

@@ -1,0 +1,89 @@
+/**
+ * The compiler against the model: for every policy set below, every pair of pods of the
+ * conformance topology, ports 80 and 81, TCP and UDP, what the compiled programs of both nodes let
+ * through (the source's egress program, the destination's ingress program, the datapath's own
+ * exceptions) is what the model says; and the shapes the nftables rendering relies on.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseIp } from '../ip/ip.js';
+import { allPods, ipOf, netpol, nodeIps, topology } from '../testing/netpol-topology.js';
+import { type PodProgram, compile, programAllows } from './compiler.js';
+import { merge, subtract, intervalOf } from './intervals.js';
+import { type World, allowed, endpointOf } from './model.js';
+import type { Protocol } from './records.js';
+import { parseCidr } from '../ip/cidr.js';
+
+/** What the two nodes' compiled programs decide for one connection between pods. */
+function datapath(world: World, programs: readonly PodProgram[], from: string, to: string, port: number, protocol: Protocol): boolean {
+  if (from === to) return true; // a pod reaches itself: the datapath never sees it leave
+  const [fns, fp] = from.split('/') as [string, string];
+  const [tns, tp] = to.split('/') as [string, string];
+  const src = endpointOf(world, parseIp(ipOf(fns, fp)));
+  const dst = endpointOf(world, parseIp(ipOf(tns, tp)));
+  const of = (pod: unknown): PodProgram | undefined => programs.find((p) => p.pod === pod);
+  return programAllows(of(src.pod)?.egress, dst.ip, port, protocol) && programAllows(of(dst.pod)?.ingress, src.ip, port, protocol);
+}
+
+const cases: Record<string, readonly unknown[]> = {
+  'no policy': [],
+  'deny all ingress in x': [netpol('x', 'p', { podSelector: {} })],
+  'deny all both ways in y': [netpol('y', 'p', { podSelector: {}, policyTypes: ['Ingress', 'Egress'] })],
+  'from pod=b in the namespace': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ podSelector: { matchLabels: { pod: 'b' } } }] }] })],
+  'namespace AND pod': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } }, podSelector: { matchLabels: { pod: 'c' } } }] }] })],
+  'namespace OR pod': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }, { podSelector: { matchLabels: { pod: 'c' } } }] }] })],
+  'NotIn namespace': [netpol('x', 'p', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchExpressions: [{ key: 'ns', operator: 'NotIn', values: ['y'] }] } }] }] })],
+  'port 81 only': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ ports: [{ port: 81 }] }] })],
+  'named UDP port in': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ ports: [{ port: 'serve-81-udp', protocol: 'UDP' }] }] })],
+  'named TCP port out': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, policyTypes: ['Egress'], egress: [{ ports: [{ port: 'serve-81-tcp' }] }] })],
+  'named port out to one namespace': [netpol('x', 'p', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { ns: 'z' } } }], ports: [{ port: 'serve-80-tcp' }, { port: 81, protocol: 'UDP' }] }] })],
+  'range 79-80': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ ports: [{ port: 79, endPort: 80 }] }] })],
+  'egress to y, y/b denies ingress': [
+    netpol('x', 'out', { podSelector: { matchLabels: { pod: 'b' } }, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }] }] }),
+    netpol('y', 'in', { podSelector: { matchLabels: { pod: 'b' } } }),
+  ],
+  'ipBlock with except, and another policy\'s plain block': [
+    netpol('x', 'p1', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ ipBlock: { cidr: '198.18.2.0/24', except: [`${ipOf('y', 'b')}/32`] } }] }] }),
+    netpol('x', 'p2', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ ipBlock: { cidr: `${ipOf('y', 'b')}/32` } }] }] }),
+  ],
+  'ipBlock egress with except': [netpol('z', 'p', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '198.18.0.0/16', except: ['198.18.1.0/24', `${ipOf('y', 'c')}/32`] } }] }] })],
+  'allow all with ingress: [{}]': [netpol('x', 'p', { podSelector: {}, ingress: [{}] })],
+};
+
+for (const [name, policies] of Object.entries(cases)) {
+  test(`compiled as the model decides: ${name}`, () => {
+    const world = topology(policies);
+    const programs = [...nodeIps.keys()].flatMap((node) => compile(world, node));
+    const wrong: string[] = [];
+    for (const from of allPods) {
+      for (const to of allPods) {
+        for (const port of [80, 81]) {
+          for (const protocol of ['TCP', 'UDP'] as const) {
+            const [fns, fp] = from.split('/') as [string, string];
+            const [tns, tp] = to.split('/') as [string, string];
+            const want = allowed(world, endpointOf(world, parseIp(ipOf(fns, fp))), endpointOf(world, parseIp(ipOf(tns, tp))), port, protocol);
+            if (datapath(world, programs, from, to, port, protocol) !== want) wrong.push(`${from}->${to} ${port}/${protocol}: model ${want}`);
+          }
+        }
+      }
+    }
+    assert.deepEqual(wrong, []);
+  });
+}
+
+test('programs only for this node\'s isolated pods, with the policies that select them', () => {
+  const world = topology([netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } } }), netpol('x', 'q', { podSelector: {}, policyTypes: ['Egress'] })]);
+  const node1 = compile(world, 'node1');
+  assert.deepEqual(node1.map((p) => `${p.pod.namespace}/${p.pod.name}`).sort(), ['x/a', 'x/c']);
+  const a = node1.find((p) => p.pod.name === 'a')!;
+  assert.deepEqual([a.policies, a.ingress, a.egress], [['x/p', 'x/q'], [], []]);
+  assert.deepEqual(compile(world, 'node2').map((p) => p.pod.name), ['b']);
+});
+
+test('intervals: an except cut out of its block, touching ranges merged, another family untouched', () => {
+  const cut = subtract(intervalOf(parseCidr('198.18.2.0/24')), [intervalOf(parseCidr('198.18.2.64/26')), intervalOf(parseCidr('2001:db8::/64'))]);
+  assert.deepEqual(cut.map((i) => [i.first - parseIp('198.18.2.0').value, i.last - parseIp('198.18.2.0').value]), [[0n, 63n], [128n, 255n]]);
+  const merged = merge([...cut, intervalOf(parseCidr('198.18.2.64/26')), intervalOf(parseCidr('2001:db8::/64'))]);
+  assert.deepEqual(merged.map((i) => i.family), [4, 6]);
+  assert.equal(merged[0]!.last - merged[0]!.first, 255n);
+});
