@@ -35,6 +35,11 @@ const layers = {
   ],
   health: [{ group: ['**/subnet/**', '**/kube/**', '**/backend/**', '**/netlink/**', '**/traffic/**', '**/cni/**', '**/cli/**', '**/testing/**', '**/lease/**', '**/config/**'], message: 'the health server depends on core only' }],
   cli: [{ group: ['**/testing/**'], message: 'the agent never loads test code' }],
+  // The policy engine's model, compiler and rendering: pure, rendering into traffic's owned-table data.
+  policy: [
+    { group: ['node:fs*', 'node:net', 'node:http*', 'node:child_process', 'node:dgram'], message: 'the policy model, compiler and rendering touch no I/O' },
+    { group: ['**/subnet/**', '**/kube/**', '**/cli/**', '**/testing/**', '**/backend/**', '**/netlink/**', '**/cni/**', '**/health/**', '**/traffic/*', '!**/traffic/nft-table.js'], message: 'src/policy/ imports core, ip, json and traffic/nft-table.ts only' },
+  ],
 };
 const otherBackends = (...others) => ({ group: others.map((b) => `**/${b}/**`), message: 'a backend never imports another backend' });
 
@@ -66,8 +71,8 @@ export default tseslint.config(
   zone(['src/backend/host-gw/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'udp', 'wireguard')]),
   zone(['src/backend/udp/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'host-gw', 'wireguard')]),
   zone(['src/backend/wireguard/**/*.ts'], [...layers.backend, otherBackends('vxlan', 'host-gw', 'udp')]),
-  // NetworkPolicy (issue 26): its model and records are pure; the engine will read kube and traffic.
-  zone(['src/policy/**/*.ts'], layers.pure),
+  // NetworkPolicy (issue 26): records, model, compiler and rendering, pure; the engine will read kube and traffic.
+  zone(['src/policy/**/*.ts'], layers.policy),
   zone(['src/netlink/**/*.ts', 'src/traffic/**/*.ts'], layers.adapter),
   zone(['src/cni/**/*.ts'], layers.cni),
   zone(['src/health/**/*.ts'], layers.health),

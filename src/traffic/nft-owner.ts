@@ -14,6 +14,7 @@ interface NftItem {
   readonly chain?: { readonly name: string };
   readonly rule?: { readonly chain: string };
   readonly set?: { readonly name: string; readonly elem?: readonly unknown[] };
+  readonly map?: { readonly name: string; readonly elem?: readonly unknown[] };
 }
 
 export class NftOwner {
@@ -70,7 +71,10 @@ export class NftOwner {
       const items = ((JSON.parse(listing) as { nftables?: NftItem[] }).nftables ?? []).filter((i) => !('metainfo' in i));
       texts.push(JSON.stringify(items, (k, v: unknown) => (k === 'handle' ? undefined : v)));
       const chains = items.flatMap((i) => (i.chain ? [i.chain.name] : []));
-      const sets = items.flatMap((i): Array<[string, number]> => (i.set ? [[i.set.name, i.set.elem?.length ?? 0]] : []));
+      const sets = items.flatMap((i): Array<[string, number]> => {
+        const s = i.set ?? i.map;
+        return s ? [[s.name, s.elem?.length ?? 0]] : [];
+      });
       shapes.push(shapeText(t.name, chains.map((c) => [c, items.filter((i) => i.rule?.chain === c).length]), sets));
     }
     return { text: texts.join('\n'), shape: shapes.join(' ') };

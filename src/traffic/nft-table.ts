@@ -17,6 +17,8 @@ export interface NftChain {
 
 export interface NftSet {
   readonly name: string;
+  /** A map (`type ipv4_addr : verdict`, elements `key : value`) rather than a set. */
+  readonly map?: boolean;
   /** `ipv4_addr`, `ipv6_addr`, `inet_service`, ... */
   readonly type: string;
   /** `interval` for prefixes and ranges. */
@@ -41,7 +43,7 @@ export function replaceTables(tables: readonly OwnedTable[]): string {
     lines.push(`add ${head}`, `delete ${head}`, `${head} {`);
     if (t.comment) lines.push(`  comment ${quote(t.comment)}`);
     for (const s of t.sets ?? []) {
-      lines.push(`  set ${s.name} {`, `    type ${s.type}`);
+      lines.push(`  ${s.map ? 'map' : 'set'} ${s.name} {`, `    type ${s.type}`);
       if (s.flags?.length) lines.push(`    flags ${s.flags.join(', ')}`);
       if (s.elements.length > 0) lines.push(`    elements = { ${s.elements.join(', ')} }`);
       lines.push('  }');

@@ -1,0 +1,61 @@
+/**
+ * The rendered table as nftables takes it: `nft -c` (the kernel's check, no change) in a namespace
+ * of the test's own, for the compiler's cases, enforcing and dry run; and its shape.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createNetns, deleteNetns, netnsSkipReason, nsExec } from '../testing/netns.js';
+import { ipOf, netpol, nodeIps, topology } from '../testing/netpol-topology.js';
+import { replaceTables } from '../traffic/nft-table.js';
+import { compile } from './compiler.js';
+import { renderPolicyTable } from './nft-render.js';
+
+const skip = netnsSkipReason();
+
+const policies = [
+  netpol('x', 'in', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } }, podSelector: { matchLabels: { pod: 'c' } } }, { ipBlock: { cidr: '198.18.2.0/24', except: [`${ipOf('y', 'b')}/32`] } }], ports: [{ port: 80 }, { port: 81, endPort: 90, protocol: 'UDP' }, { port: 'serve-81-tcp' }] }] }),
+  netpol('x', 'out', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: {} }], ports: [{ port: 'serve-80-tcp' }, { protocol: 'UDP' }] }, { to: [{ ipBlock: { cidr: '2001:db8:1800::/56' } }] }] }),
+  netpol('y', 'deny', { podSelector: {}, policyTypes: ['Ingress', 'Egress'] }),
+];
+
+test('the rendered table passes nft\'s check, enforcing and as a dry run', { skip }, async (t) => {
+  const ns = `weftpol${process.pid % 100000}`;
+  await createNetns(ns);
+  t.after(() => deleteNetns(ns));
+  const world = topology(policies);
+  for (const node of nodeIps.keys()) {
+    const programs = compile(world, node);
+    for (const dryRun of [false, true]) {
+      const text = replaceTables([renderPolicyTable(programs, { dryRun })]);
+      await nsExec(ns, 'nft', ['-c', '-f', '-'], { input: text }).catch((err: unknown) => assert.fail(`${node}${dryRun ? ', dry run' : ''}: ${String(err)}\n${text}`));
+    }
+  }
+  // Applied for real in the namespace: the table is there with its chains.
+  await nsExec(ns, 'nft', ['-f', '-'], { input: replaceTables([renderPolicyTable(compile(world, 'node1'))]) });
+  const listed = await nsExec(ns, 'nft', ['list', 'table', 'inet', 'weft-policy']);
+  assert.match(listed, /chain forward \{[\s\S]*ct state established,related accept[\s\S]*ip saddr vmap @out4[\s\S]*ip daddr vmap @in4/);
+  assert.match(listed, /reject with tcp reset/);
+});
+
+test('the table\'s shape: a chain per isolated direction of each local pod, verdict maps by address, rule sets per family', () => {
+  const world = topology(policies);
+  const table = renderPolicyTable(compile(world, 'node1'));
+  const chains = table.chains.map((c) => c.name);
+  assert.deepEqual(chains.slice(0, 2), ['forward', 'input']);
+  // node1 has x/a, x/c, y/b and z/b: x's for egress (x/a for ingress too), y/b both ways; z/b is not isolated.
+  assert.deepEqual(table.chains.slice(2).map((c) => `${c.name} ${c.comment?.split(':')[0]}`), ['p0-in x/a ingress', 'p0-out x/a egress', 'p1-out x/c egress', 'p2-in y/b ingress', 'p2-out y/b egress']);
+  const maps = Object.fromEntries((table.sets ?? []).filter((s) => s.type.includes('verdict')).map((s) => [s.name, s.elements]));
+  assert.deepEqual(maps['in4'], [`${ipOf('x', 'a')} : jump p0-in`, `${ipOf('y', 'b')} : jump p2-in`]);
+  assert.equal(maps['out4']!.length, 3);
+  const xa = table.chains.find((c) => c.name === 'p0-in')!;
+  // The ipBlock's except (y/b) is cut out of its set, and y/c, selected by the other peer, merges into
+  // the block; the TCP rule's port 81 is x/a's own serve-81-tcp.
+  const set = (name: string) => table.sets!.find((s) => s.name === name)!;
+  const ruleSets = xa.rules.flatMap((r) => [...r.matchAll(/@(a\d+)/g)].map((m) => m[1]!));
+  assert.ok(ruleSets.length > 0 && ruleSets.every((s) => JSON.stringify(set(s).elements) === JSON.stringify(['198.18.2.0-198.18.2.10', '198.18.2.12-198.18.2.255'])), JSON.stringify(ruleSets.map((s) => set(s).elements)));
+  assert.ok(xa.rules.some((r) => /meta l4proto tcp th dport \{ 80, 81 \} return$/.test(r)), xa.rules.join('\n'));
+  assert.ok(xa.rules.some((r) => /meta l4proto udp th dport \{ 81-90 \} return$/.test(r)));
+  assert.deepEqual(xa.rules.slice(-2), ['meta l4proto tcp counter reject with tcp reset', 'counter reject with icmpx port-unreachable']);
+  const dry = renderPolicyTable(compile(world, 'node1'), { dryRun: true }).chains.find((c) => c.name === 'p0-in')!;
+  assert.deepEqual(dry.rules.slice(-3), ['counter', 'limit rate 10/second log prefix "weft-policy dry run x/a ingress: " level info', 'return']);
+});
