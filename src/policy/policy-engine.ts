@@ -1,0 +1,167 @@
+/**
+ * The policy engine: keeps the Pods, Namespaces and NetworkPolicies it is fed (from informers over
+ * the agent's one connection to the API server), compiles them for this node's pods whenever they
+ * change (debounced: a burst of changes is one compilation), installs the table when what it would
+ * write differs from what is installed, and checks it against drift. Nothing here knows the API
+ * server or nft: the daemon hands it change streams and the table's owner.
+ */
+import { Backoff } from '../core/backoff.js';
+import { type Clock, systemClock } from '../core/clock.js';
+import type { Logger } from '../core/log.js';
+import type { IpAddr } from '../ip/ip.js';
+import { type OwnedTable, replaceTables } from '../traffic/nft-table.js';
+import { type PodProgram, compile } from './compiler.js';
+import type { World } from './model.js';
+import { renderPolicyTable } from './nft-render.js';
+import { type NamespaceRecord, type PodRecord, type PolicyRecord, type RefusedPolicy, isRefused } from './records.js';
+
+export type PolicyMode = 'enforce' | 'dry-run';
+
+/** A batch of changes to one collection, as an informer delivers them (the first: everything). */
+export type Changes<R> = AsyncIterable<ReadonlyArray<{ readonly type: 'put' | 'delete'; readonly record: R }>>;
+
+/** What keeps the table in the kernel (an NftOwner of its own). */
+export interface TableKeeper {
+  install(tables: readonly OwnedTable[]): Promise<void>;
+  /** True when the kernel's table had drifted and was written again. */
+  check(): Promise<boolean>;
+}
+
+export interface PolicyEngineOptions {
+  readonly node: string;
+  readonly mode: PolicyMode;
+  readonly pods: Changes<PodRecord>;
+  readonly namespaces: Changes<NamespaceRecord>;
+  readonly policies: Changes<PolicyRecord | RefusedPolicy>;
+  readonly tables: TableKeeper;
+  readonly log: Logger;
+  readonly clock?: Clock;
+  /** Quiet time after a change before compiling. Default 50 ms. */
+  readonly debounceMs?: number;
+  /** Drift checks. Default 10 s. */
+  readonly checkMs?: number;
+}
+
+export interface PolicyStatus {
+  readonly mode: PolicyMode;
+  readonly policies: number;
+  readonly refused: ReadonlyArray<{ readonly policy: string; readonly reason: string }>;
+  /** This node's pods that a policy selects, with those policies. */
+  readonly pods: ReadonlyArray<{ readonly pod: string; readonly ingress: boolean; readonly egress: boolean; readonly policies: readonly string[] }>;
+  /** When the table last went in (ms since the epoch); absent before the first. */
+  readonly installedAt?: number;
+}
+
+const podKey = (p: { namespace: string; name: string }): string => `${p.namespace}/${p.name}`;
+
+export class PolicyEngine {
+  readonly #o: PolicyEngineOptions;
+  readonly #clock: Clock;
+  readonly #pods = new Map<string, PodRecord>();
+  readonly #namespaces = new Map<string, NamespaceRecord>();
+  readonly #policies = new Map<string, PolicyRecord>();
+  readonly #refused = new Map<string, string>();
+  #programs: readonly PodProgram[] = [];
+  #installedText = '';
+  #installedAt: number | undefined;
+
+  constructor(options: PolicyEngineOptions) {
+    this.#o = options;
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  status(): PolicyStatus {
+    return {
+      mode: this.#o.mode,
+      policies: this.#policies.size,
+      refused: [...this.#refused].map(([policy, reason]) => ({ policy, reason })),
+      pods: this.#programs.map((p) => ({ pod: podKey(p.pod), ingress: p.ingress !== undefined, egress: p.egress !== undefined, policies: p.policies })),
+      ...(this.#installedAt !== undefined ? { installedAt: this.#installedAt } : {}),
+    };
+  }
+
+  world(nodes: ReadonlyMap<string, readonly IpAddr[]> = new Map()): World {
+    return { pods: [...this.#pods.values()], namespaces: [...this.#namespaces.values()], policies: [...this.#policies.values()], nodes };
+  }
+
+  /** Until `signal` aborts: follows the three streams and keeps the table. */
+  async run(signal: AbortSignal): Promise<void> {
+    let dirty = false;
+    let wake = new AbortController();
+    const kick = (): void => {
+      dirty = true;
+      wake.abort();
+    };
+    const primed = { pods: false, namespaces: false, policies: false };
+    const follow = async <R>(name: keyof typeof primed, source: Changes<R>, apply: (type: 'put' | 'delete', record: R) => void): Promise<void> => {
+      for await (const batch of source) {
+        for (const c of batch) apply(c.type, c.record);
+        primed[name] = true;
+        kick();
+        if (signal.aborted) return;
+      }
+    };
+    const followers = [
+      follow('pods', this.#o.pods, (type, pod) => (type === 'put' ? this.#pods.set(podKey(pod), pod) : this.#pods.delete(podKey(pod)))),
+      follow('namespaces', this.#o.namespaces, (type, ns) => (type === 'put' ? this.#namespaces.set(ns.name, ns) : this.#namespaces.delete(ns.name))),
+      follow('policies', this.#o.policies, (type, p) => this.#applyPolicy(type, p)),
+    ].map((f) => f.catch((err: unknown) => (signal.aborted ? undefined : this.#o.log.error({ err }, 'a policy source failed'))));
+    const retry = new Backoff({ initialMs: 500, maxMs: 30_000 });
+    const checkMs = this.#o.checkMs ?? 10_000;
+    let nextCheck = this.#clock.now() + checkMs;
+    try {
+      while (!signal.aborted) {
+        if (!dirty) await this.#clock.sleep(Math.max(0, nextCheck - this.#clock.now()), AbortSignal.any([signal, wake.signal])).catch(() => undefined);
+        wake = new AbortController();
+        if (signal.aborted) return;
+        const changed = dirty;
+        dirty = false;
+        // Nothing goes in before every collection is known: an empty program would open every pod.
+        if (!(primed.pods && primed.namespaces && primed.policies)) continue;
+        // A burst of changes (a deployment's pods) makes one compilation.
+        if (changed) await this.#clock.sleep(this.#o.debounceMs ?? 50, signal).catch(() => undefined);
+        if (signal.aborted) return;
+        try {
+          if (changed || this.#installedAt === undefined) await this.#install();
+          if (this.#clock.now() >= nextCheck) {
+            nextCheck = this.#clock.now() + checkMs;
+            await this.#o.tables.check();
+          }
+          retry.reset();
+        } catch (err) {
+          const ms = retry.next();
+          this.#o.log.error({ err, retryMs: ms }, 'installing the NetworkPolicy table failed; trying again after a pause');
+          this.#installedText = '';
+          await this.#clock.sleep(ms, signal).catch(() => undefined);
+          dirty = true;
+        }
+      }
+    } finally {
+      await Promise.allSettled(followers);
+    }
+  }
+
+  #applyPolicy(type: 'put' | 'delete', p: PolicyRecord | RefusedPolicy): void {
+    const key = podKey(p);
+    this.#policies.delete(key);
+    this.#refused.delete(key);
+    if (type === 'delete') return;
+    if (isRefused(p)) {
+      this.#refused.set(key, p.refused);
+      this.#o.log.warn({ policy: key, reason: p.refused }, 'NetworkPolicy refused: the API server would not have taken it; it is not enforced');
+      return;
+    }
+    this.#policies.set(key, p);
+  }
+
+  async #install(): Promise<void> {
+    this.#programs = compile(this.world(), this.#o.node);
+    const table = renderPolicyTable(this.#programs, { dryRun: this.#o.mode === 'dry-run' });
+    const text = replaceTables([table]);
+    if (text === this.#installedText) return;
+    await this.#o.tables.install([table]);
+    this.#installedText = text;
+    this.#installedAt = this.#clock.now();
+    this.#o.log.info({ policies: this.#policies.size, pods: this.#programs.length, mode: this.#o.mode }, 'NetworkPolicy table installed');
+  }
+}
