@@ -19,8 +19,8 @@
  *   the entries of earlier kinds back out; the last kind has nothing after it, so its other
  *   entries still go in. Removal runs in reverse.
  * - A pass, or a batch of lease events, writes each kind's entries of every peer together, up to
- *   256 in flight: the Netlink adapter sends writes made together in batches of many messages per
- *   system call (rt-channel.ts), so 3000 entries cost 24 round trips to the kernel, not 3000.
+ *   64 in flight: the Netlink adapter sends writes made together in batches of many messages per
+ *   system call (rt-channel.ts), so 3000 entries cost about 50 round trips to the kernel, not 3000.
  */
 import { Backoff, type BackoffOptions } from '../core/backoff.js';
 import { type Clock, systemClock } from '../core/clock.js';
@@ -564,10 +564,13 @@ function* entriesOf(programs: readonly Written[], kind: EntryKind): Generator<[W
 
 /**
  * Kernel writes in flight at once. Writes made together go to the kernel in batches (the Netlink
- * adapter's rt-channel.ts); more in flight than two of its batches would only queue, holding an
- * encoded message and a promise each (15 000 of them at 5000 peers).
+ * adapter's rt-channel.ts); more in flight only hold an encoded message and a promise each, and
+ * those that outlive a scavenge of the agent's 1 MB young generation go to the old space: with
+ * 256 the dual-stack start with 1000 peers peaked 6.8 MB higher than with 64 (72.7 against 65.9
+ * MB, its anonymous part 29.9 against 23.4), with 128 2.4 MB higher; 64 takes as long at 5000 peers
+ * (docs/benchmarks.md, 2026-11-26).
  */
-const WINDOW = 256;
+const WINDOW = 64;
 
 /** Runs `op` on every item, at most WINDOW at once; `op` may return undefined for nothing to do. */
 async function inWindows<T>(items: Iterable<T>, op: (item: T) => Promise<unknown> | undefined): Promise<void> {
