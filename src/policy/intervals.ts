@@ -43,5 +43,3 @@ export function merge(intervals: readonly Interval[]): Interval[] {
   }
   return out;
 }
-
-export const contains = (set: readonly Interval[], family: Family, value: bigint): boolean => set.some((i) => i.family === family && value >= i.first && value <= i.last);
