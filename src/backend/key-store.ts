@@ -8,7 +8,7 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
-import { x25519PrivateKey, x25519PublicKey } from '../core/x25519.js';
+import { isX25519Key, x25519PrivateKey, x25519PublicKey } from '../core/x25519.js';
 
 export interface KeyPair {
   /** Standard base64 of the raw 32-byte keys. */
@@ -52,7 +52,6 @@ export class FileKeyStore implements KeyStore {
 
 /** The pair of a base64 private key; WEFT_ERR_CONFIG naming the file when it is not one. */
 function keyPair(privateKey: string, path: string): KeyPair {
-  const raw = /^[A-Za-z0-9+/]{43}=$/.test(privateKey) ? Buffer.from(privateKey, 'base64') : undefined;
-  if (raw?.length !== 32) throw new WeftError(ErrorCodes.CONFIG, `the key file ${path} does not hold a base64 Curve25519 key (44 characters)`);
+  if (!isX25519Key(privateKey)) throw new WeftError(ErrorCodes.CONFIG, `the key file ${path} does not hold a base64 Curve25519 key (44 characters)`);
   return { privateKey, publicKey: x25519PublicKey(privateKey) };
 }

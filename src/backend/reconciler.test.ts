@@ -79,7 +79,11 @@ function start(t: TestContext, initial: Lease[], options: { refuse?: Set<number>
   });
   events.push(initial.map((l) => ({ type: 'added', lease: l })));
   const counts = () => ({ routes: nl.routeTable.size, neighbours: nl.neighTable.size, fdb: nl.fdbTable.size });
-  return { nl, events, counts, reconciler, log };
+  const stop = async (): Promise<void> => {
+    ctl.abort();
+    await running;
+  };
+  return { nl, events, counts, reconciler, log, stop };
 }
 
 test('a peer is written neighbour, FDB entry, route, in that order; entries deleted by hand come back at once', async (t) => {
@@ -728,4 +732,43 @@ test('a public IP inside an established lease\'s subnet is refused; programmed o
   assert.ok(reconciler.status().some((p) => p.subnet === '203.0.113.0/28' && /holds the public IP 203\.0\.113\.2 of the lease of 198\.18\.2\.0\/24/.test(p.reason ?? '')), JSON.stringify(reconciler.status()));
   events.push([{ type: 'removed', lease: lease(2) }]);
   await waitUntil('the refused lease is programmed once the holder is gone', () => nl.routeTable.has('198.18.4.0/24'));
+});
+
+test('a kind whose "kernel" announces changes itself (weft\'s WireGuard device, changed through its socket): each announcement makes a full pass, and the kind is let go when the run ends', async (t) => {
+  let listings = 0;
+  let changed: (() => void) | undefined;
+  let unsubscribed = 0;
+  const routesWithOutsideChanges = (nl: FakeNetlink): EntryKind[] => {
+    const [, , route] = vxlanKinds(nl) as [EntryKind, EntryKind, EntryKind];
+    return [
+      {
+        ...route,
+        key: (e) => route.key(e),
+        matches: (a, b) => route.matches(a, b),
+        put: (e) => route.put(e),
+        remove: (e) => route.remove(e),
+        departs: (c, w) => route.departs(c, w),
+        list: async (s, w) => {
+          listings++;
+          return route.list(s, w);
+        },
+        onOutsideChange: (fn) => {
+          changed = fn;
+          return () => void unsubscribed++;
+        },
+      },
+    ];
+  };
+  const routesOnly = (l: Lease): PeerProgram => ({ families: [4], entries: { route: program(l).entries['route'] } });
+  const { nl, stop } = start(t, [lease(2)], { kinds: routesWithOutsideChanges, program: routesOnly });
+  await waitUntil('programmed', () => nl.routeTable.size === 1);
+  const before = listings;
+  changed!();
+  await waitUntil('a pass after the announcement', () => listings === before + 1);
+  changed!();
+  changed!();
+  await waitUntil('and after the next ones', () => listings >= before + 2);
+  assert.equal(unsubscribed, 0);
+  await stop();
+  assert.equal(unsubscribed, 1);
 });

@@ -15,3 +15,8 @@ export function x25519PublicKey(privateKey: string): string {
 export function x25519PrivateKey(): string {
   return generateKeyPairSync('x25519').privateKey.export({ format: 'der', type: 'pkcs8' }).subarray(pkcs8Prefix.length).toString('base64');
 }
+
+/** Standard base64 of exactly 32 bytes, padding included: a WireGuard key as `wg genkey` writes it. */
+export function isX25519Key(text: string): boolean {
+  return /^[A-Za-z0-9+/]{43}=$/.test(text) && Buffer.from(text, 'base64').length === 32;
+}

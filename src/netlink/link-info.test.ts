@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { bytesIp, decodeLinkInfo, encodeLinkInfo, ipBytes } from './link-info.js';
+import { decodeLinkInfo, encodeLinkInfo } from './link-info.js';
+import { bytesIp, ipBytes } from './nl-attr.js';
 import { parseIp, formatIp } from '../ip/ip.js';
 
 test('vxlan link info round-trips', () => {

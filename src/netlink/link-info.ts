@@ -2,12 +2,12 @@
  * IFLA_LINKINFO, which the `netlink` package leaves as raw bytes: a small typed encoder and
  * decoder of the attributes weft uses (linux/if_link.h), per link kind.
  */
-import type { IpAddr } from '../ip/ip.js';
 import type { LinkDetails, LinkSpec, VxlanSpec } from './netlink.js';
+import type { IpAddr } from '../ip/ip.js';
+import { attr, be16, bytesIp, ipBytes, nest, u32, u8 } from './nl-attr.js';
 
 const IFLA_INFO_KIND = 1;
 const IFLA_INFO_DATA = 2;
-const NLA_F_NESTED = 0x8000;
 const VXLAN = {
   ID: 1,
   LINK: 3,
@@ -20,43 +20,12 @@ const VXLAN = {
   GBP: 23,
 } as const;
 
-function attr(type: number, payload: Buffer): Buffer {
-  const len = 4 + payload.length;
-  const out = Buffer.alloc((len + 3) & ~3);
-  out.writeUInt16LE(len, 0);
-  out.writeUInt16LE(type, 2);
-  payload.copy(out, 4);
-  return out;
-}
-
-const u8 = (v: number): Buffer => Buffer.from([v]);
-const u32 = (v: number): Buffer => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(v);
-  return b;
-};
-const be16 = (v: number): Buffer => {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(v);
-  return b;
-};
-
-export function ipBytes(ip: IpAddr): Buffer {
-  const len = ip.family === 4 ? 4 : 16;
-  return Buffer.from(ip.value.toString(16).padStart(len * 2, '0'), 'hex');
-}
-
-export function bytesIp(b: Buffer): IpAddr | undefined {
-  if (b.length !== 4 && b.length !== 16) return undefined;
-  return { family: b.length === 4 ? 4 : 6, value: BigInt(`0x${b.toString('hex')}`) };
-}
-
 /** IFLA_LINKINFO for a new link of this kind. */
 export function encodeLinkInfo(spec: LinkSpec): Buffer {
   const kind = attr(IFLA_INFO_KIND, Buffer.from(`${spec.kind}\0`));
   switch (spec.kind) {
     case 'vxlan':
-      return Buffer.concat([kind, attr(IFLA_INFO_DATA | NLA_F_NESTED, encodeVxlanData(spec.vxlan))]);
+      return Buffer.concat([kind, nest(IFLA_INFO_DATA, [encodeVxlanData(spec.vxlan)])]);
     case 'wireguard':
       return kind;
   }

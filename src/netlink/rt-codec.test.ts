@@ -10,7 +10,8 @@ import type * as GenericStructs from 'netlink/dist/structs.js';
 import type * as RtStructs from 'netlink/dist/rt/structs.js';
 import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
-import { encodeLinkInfo, ipBytes } from './link-info.js';
+import { encodeLinkInfo } from './link-info.js';
+import { ipBytes } from './nl-attr.js';
 import type { LinkSpec, RouteSpec } from './netlink.js';
 import {
   AF_BRIDGE, NLMSG_HDRLEN, NLM_F, RTM, decodeAddrChange, decodeError, decodeFdb, decodeLinkChange, decodeNeighbour, decodeRoute, encodeDump, encodeFdb, encodeNeighbour,

@@ -6,8 +6,9 @@
  * them. Pure: no I/O.
  */
 import type { Cidr } from '../ip/cidr.js';
-import { type IpAddr, ipv4 } from '../ip/ip.js';
+import type { IpAddr } from '../ip/ip.js';
 import { KernelError } from './netlink.js';
+import { attr, bytesIp, ipBytes, nest, u16, u32, u8 } from './nl-attr.js';
 import { NLMSG_HDRLEN, NLM_F, type RawMessage } from './rt-codec.js';
 import { type WgChange, type WgDevice, type WgEndpoint, type WgPeerState, isRemoval } from './wireguard.js';
 
@@ -22,41 +23,12 @@ const WGDEVICE_F_REPLACE_PEERS = 1;
 const WGPEER_A = { PUBLIC_KEY: 1, PRESHARED_KEY: 2, FLAGS: 3, ENDPOINT: 4, PERSISTENT_KEEPALIVE_INTERVAL: 5, LAST_HANDSHAKE_TIME: 6, RX_BYTES: 7, TX_BYTES: 8, ALLOWEDIPS: 9, PROTOCOL_VERSION: 10 } as const;
 const WGPEER_F = { REMOVE_ME: 1, REPLACE_ALLOWEDIPS: 2 } as const;
 const WGALLOWEDIP_A = { FAMILY: 1, IPADDR: 2, CIDR_MASK: 3 } as const;
-const NLA_F_NESTED = 0x8000;
 const NLA_TYPE_MASK = 0x3fff;
 const NLM_F_DUMP = 0x300;
 const AF_INET = 2;
 const AF_INET6 = 10;
 
-const attr = (type: number, payload: Buffer): Buffer => {
-  const out = Buffer.alloc((4 + payload.length + 3) & ~3);
-  out.writeUInt16LE(4 + payload.length, 0);
-  out.writeUInt16LE(type, 2);
-  payload.copy(out, 4);
-  return out;
-};
-const nest = (type: number, children: readonly Buffer[]): Buffer => attr(type | NLA_F_NESTED, Buffer.concat(children));
-const u8 = (v: number): Buffer => Buffer.from([v]);
-const u16 = (v: number): Buffer => {
-  const b = Buffer.alloc(2);
-  b.writeUInt16LE(v);
-  return b;
-};
-const u32 = (v: number): Buffer => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(v);
-  return b;
-};
 const key = (base64: string): Buffer => Buffer.from(base64, 'base64');
-const ipBytes = (ip: IpAddr): Buffer => {
-  const b = Buffer.alloc(ip.family === 4 ? 4 : 16);
-  if (ip.family === 4) b.writeUInt32BE(Number(ip.value));
-  else {
-    b.writeBigUInt64BE(ip.value >> 64n, 0);
-    b.writeBigUInt64BE(ip.value & 0xffff_ffff_ffff_ffffn, 8);
-  }
-  return b;
-};
 
 /** struct sockaddr_in (16 bytes) or sockaddr_in6 (28), as WGPEER_A_ENDPOINT holds it. */
 export function encodeEndpoint(e: WgEndpoint): Buffer {
@@ -135,11 +107,7 @@ export function decodeFamilyId(msg: RawMessage): number {
   return bad('no family id in the controller\'s answer');
 }
 
-function decodeIp(buf: Buffer, at: number, len: number): IpAddr | undefined {
-  if (len === 4) return ipv4(buf.readUInt32BE(at));
-  if (len === 16) return { family: 6, value: (buf.readBigUInt64BE(at) << 64n) | buf.readBigUInt64BE(at + 8) };
-  return undefined;
-}
+const decodeIp = (buf: Buffer, at: number, len: number): IpAddr | undefined => bytesIp(buf.subarray(at, at + len));
 
 export function decodeEndpoint(buf: Buffer, at: number, len: number): WgEndpoint | undefined {
   if (len < 2) return undefined;

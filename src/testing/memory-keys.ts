@@ -1,6 +1,6 @@
 /** A KeyStore that keeps one key pair in memory, for unit tests of backends. */
-import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import type { KeyPair, KeyStore } from '../backend/key-store.js';
+import { x25519PrivateKey, x25519PublicKey } from '../core/x25519.js';
 
 export function memoryKeys(): KeyStore & { readonly made: number } {
   let pair: KeyPair | undefined;
@@ -11,9 +11,8 @@ export function memoryKeys(): KeyStore & { readonly made: number } {
     },
     async curve25519() {
       if (!pair) {
-        const { privateKey } = generateKeyPairSync('x25519');
-        const raw = (der: Buffer): string => der.subarray(der.length - 32).toString('base64');
-        pair = { privateKey: raw(privateKey.export({ format: 'der', type: 'pkcs8' })), publicKey: raw(createPublicKey(privateKey).export({ format: 'der', type: 'spki' })) };
+        const privateKey = x25519PrivateKey();
+        pair = { privateKey, publicKey: x25519PublicKey(privateKey) };
         made++;
       }
       return pair;

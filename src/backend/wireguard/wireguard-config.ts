@@ -8,6 +8,7 @@
 import { ErrorCodes, WeftError } from '../../core/errors.js';
 import type { NetworkConfig } from '../../config/network-config.js';
 import { describe, member } from '../../json/go-json.js';
+import { isX25519Key } from '../../core/x25519.js';
 
 /** `separate`: one device per family; the others: one device, `flannel-wg`, carrying both. */
 export const wireguardModes = ['separate', 'auto', 'ipv4', 'ipv6'] as const;
@@ -44,7 +45,7 @@ export function parseWireguardConfig(config: NetworkConfig): WireguardConfig {
   const pskValue = member(options, 'PSK');
   let psk: string | undefined;
   if (pskValue !== undefined && pskValue !== '') {
-    if (typeof pskValue !== 'string' || !isKey(pskValue)) {
+    if (typeof pskValue !== 'string' || !isX25519Key(pskValue)) {
       throw new WeftError(ErrorCodes.CONFIG, `Backend.PSK must be the standard base64 of a 32-byte key (as \`wg genpsk\` prints it), got ${typeof pskValue === 'string' ? `${pskValue.length} characters` : describe(pskValue)}`);
     }
     psk = pskValue;
@@ -55,9 +56,4 @@ export function parseWireguardConfig(config: NetworkConfig): WireguardConfig {
     throw new WeftError(ErrorCodes.CONFIG, `Backend.Mode must be one of ${wireguardModes.join(', ')} (as written: the value is case-sensitive), got ${describe(modeValue)}`);
   }
   return { listenPort, listenPortV6, keepaliveS, mode: mode as WireguardMode, ...(psk ? { psk } : {}), ...(mtu ? { mtu } : {}) };
-}
-
-/** Standard base64 of exactly 32 bytes (a WireGuard key), padding included. */
-export function isKey(text: string): boolean {
-  return /^[A-Za-z0-9+/]{43}=$/.test(text) && Buffer.from(text, 'base64').length === 32;
 }

@@ -7,7 +7,7 @@ import { type JsonObject, isJsonObject, member } from '../../json/go-json.js';
 import type { Lease } from '../../lease/lease.js';
 import type { FamilyPlane } from '../family-plane.js';
 import type { Refusal } from '../lease-program.js';
-import { isKey } from './wireguard-config.js';
+import { isX25519Key } from '../../core/x25519.js';
 
 export interface WgLeaseData {
   readonly publicKey: string;
@@ -34,7 +34,7 @@ export function parseWgLeaseData(text: string | undefined, what: string): WgLeas
   if (!isJsonObject(value)) return { code: 'bad_backend_data', refused: `its ${what} is not a JSON object` };
   const obj: JsonObject = value;
   const key = member(obj, 'PublicKey');
-  if (typeof key !== 'string' || !isKey(key)) return { code: 'bad_backend_data', refused: `its ${what} has no WireGuard PublicKey (standard base64 of 32 bytes)` };
+  if (typeof key !== 'string' || !isX25519Key(key)) return { code: 'bad_backend_data', refused: `its ${what} has no WireGuard PublicKey (standard base64 of 32 bytes)` };
   const port = member(obj, 'Port');
   if (port === undefined || port === null || port === 0) return { publicKey: key };
   if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65535) return { code: 'bad_backend_data', refused: `its ${what} has a Port that is not from 0 to 65535` };
