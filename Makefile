@@ -61,8 +61,8 @@ native: $(ADDONS)
 native/sd-notify/build/Release/sd_notify.node: native/sd-notify/sd-notify.c native/sd-notify/binding.gyp native/include/weft-napi.h
 native/resident/build/Release/resident.node: native/resident/resident.c native/resident/binding.gyp native/include/weft-napi.h
 native/nl-socket/build/Release/nl_socket.node: native/nl-socket/nl-socket.c native/nl-socket/binding.gyp native/include/weft-napi.h
-native/udp-tun/build/Release/udp_tun.node: $(wildcard native/udp-tun/*.c native/udp-tun/*.h) native/udp-tun/binding.gyp native/include/weft-napi.h native/include/weft-tun.h
-native/wireguard/build/Release/wireguard.node: $(wildcard native/wireguard/*.c native/wireguard/*.h) native/udp-tun/packet.c native/udp-tun/packet.h native/wireguard/binding.gyp native/include/weft-napi.h native/include/weft-tun.h
+native/udp-tun/build/Release/udp_tun.node: $(wildcard native/udp-tun/*.c native/udp-tun/*.h) native/udp-tun/binding.gyp native/include/weft-napi.h native/include/weft-tun.h native/include/weft-fd.h
+native/wireguard/build/Release/wireguard.node: $(wildcard native/wireguard/*.c native/wireguard/*.h) native/udp-tun/packet.c native/udp-tun/packet.h native/wireguard/binding.gyp native/include/weft-napi.h native/include/weft-tun.h native/include/weft-fd.h
 $(ADDONS):
 	@for tool in gcc g++ make python3; do command -v $$tool >/dev/null || { \
 	  echo "setup: building weft's native addons needs $$tool: apt-get install gcc g++ make python3 (make setup does, as root)" >&2; exit 1; }; done

@@ -22,27 +22,7 @@
 #include <unistd.h>
 #include <node_api.h>
 #include "weft-napi.h"
-#include "weft-tun.h"
-
-/* Socket buffers: a burst of a batch or more per peer must fit while the other side catches up. */
-#define SOCKET_BUFFER (4 * 1024 * 1024)
-
-/* openTun(name): fd. Creates the persistent TUN device `name` (IFF_TUN, no packet information),
- * or attaches to it when it exists: the device, its address and routes outlive the process. */
-static napi_value OpenTun(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  if (!weft_args(env, info, 1, argv, "openTun(name)")) return NULL;
-  char name[IFNAMSIZ + 1];
-  size_t len = 0;
-  if (napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len) != napi_ok || len == 0 || len >= IFNAMSIZ) {
-    napi_throw_type_error(env, NULL, "openTun: the device name must be 1 to 15 characters");
-    return NULL;
-  }
-  const char *what = "";
-  int fd = weft_open_tun(name, len, &what);
-  if (fd < 0) return throw_errno(env, errno, what);
-  return weft_number(env, fd);
-}
+#include "weft-fd.h"
 
 /* openUdp(addr, port): fd, a UDP socket bound to addr (IPv4, host order):port. */
 static napi_value OpenUdp(napi_env env, napi_callback_info info) {
@@ -55,10 +35,7 @@ static napi_value OpenUdp(napi_env env, napi_callback_info info) {
   }
   int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return throw_errno(env, errno, "socket");
-  int size = SOCKET_BUFFER;
-  /* FORCE passes net.core.[rw]mem_max with CAP_NET_ADMIN, which the agent has; else the capped size. */
-  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) < 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) < 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  weft_socket_buffers(fd);
   struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = { htonl(addr) } };
   if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
     int err = errno;
@@ -76,12 +53,7 @@ static napi_value DescribeFd(napi_env env, napi_callback_info info) {
   if (!weft_args(env, info, 1, argv, "describeFd(fd)") || !weft_u32(env, argv[0], &fd, "describeFd: fd")) return NULL;
   napi_create_object(env, &out);
   if (fcntl((int)fd, F_GETFD) < 0) return out;
-  struct ifreq ifr;
-  memset(&ifr, 0, sizeof ifr);
-  if (ioctl((int)fd, TUNGETIFF, &ifr) == 0) {
-    if ((ifr.ifr_flags & (IFF_TUN | IFF_TAP | IFF_NO_PI)) == (IFF_TUN | IFF_NO_PI)) napi_set_named_property(env, out, "tun", weft_string(env, ifr.ifr_name));
-    return out;
-  }
+  if (weft_describe_tun(env, (int)fd, out)) return out;
   int type = 0, domain = 0;
   socklen_t l = sizeof type;
   if (getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_DGRAM) return out;
@@ -96,32 +68,6 @@ static napi_value DescribeFd(napi_env env, napi_callback_info info) {
   napi_set_element(env, pair, 1, weft_number(env, ntohs(sa.sin_port)));
   napi_set_named_property(env, out, "udp", pair);
   return out;
-}
-
-/* keepOnExec(fd, keep): whether fd survives execve (the agent's graceful restart hands it on). */
-static napi_value KeepOnExec(napi_env env, napi_callback_info info) {
-  napi_value argv[2];
-  uint32_t fd;
-  bool keep;
-  if (!weft_args(env, info, 2, argv, "keepOnExec(fd, keep)") || !weft_u32(env, argv[0], &fd, "keepOnExec: fd")) return NULL;
-  if (napi_get_value_bool(env, argv[1], &keep) != napi_ok) {
-    napi_throw_type_error(env, NULL, "keepOnExec: keep must be a boolean");
-    return NULL;
-  }
-  int flags = fcntl((int)fd, F_GETFD);
-  if (flags < 0 || fcntl((int)fd, F_SETFD, keep ? flags & ~FD_CLOEXEC : flags | FD_CLOEXEC) < 0) return throw_errno(env, errno, "fcntl");
-  /* An inherited fd is used from the start without a new open: make sure it does not block. */
-  int fl = fcntl((int)fd, F_GETFL);
-  if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl((int)fd, F_SETFL, fl | O_NONBLOCK);
-  return NULL;
-}
-
-static napi_value CloseFd(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  uint32_t fd;
-  if (!weft_args(env, info, 1, argv, "closeFd(fd)") || !weft_u32(env, argv[0], &fd, "closeFd: fd")) return NULL;
-  if (close((int)fd) < 0) return throw_errno(env, errno, "close");
-  return NULL;
 }
 
 static void finalize_forwarder(napi_env env, void *data, void *hint) {
@@ -263,7 +209,6 @@ static napi_value Lookup(napi_env env, napi_callback_info info) {
   return weft_number(env, peer);
 }
 
-
 /* segment(packet, mss): the datagrams a TSO super packet becomes on the wire. */
 static napi_value Segment(napi_env env, napi_callback_info info) {
   napi_value argv[2], out;
@@ -353,7 +298,7 @@ static napi_value Coalesce(napi_env env, napi_callback_info info) {
 
 NAPI_MODULE_INIT() {
   const struct { const char *name; napi_callback fn; } fns[] = {
-    { "openTun", OpenTun }, { "openUdp", OpenUdp }, { "describeFd", DescribeFd }, { "keepOnExec", KeepOnExec }, { "closeFd", CloseFd },
+    { "openTun", WeftOpenTun }, { "openUdp", OpenUdp }, { "describeFd", DescribeFd }, { "keepOnExec", WeftKeepOnExec }, { "closeFd", WeftCloseFd },
     { "start", Start }, { "setTable", SetTable }, { "counters", Counters }, { "stop", Stop },
     { "decrementTtl", DecrementTtl }, { "netUnreachable", NetUnreachable }, { "lookup", Lookup }, { "segment", Segment }, { "coalesce", Coalesce },
   };

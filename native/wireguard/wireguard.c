@@ -15,34 +15,10 @@
 #include <unistd.h>
 
 #include "weft-napi.h"
-#include "weft-tun.h"
+#include "weft-fd.h"
 #include "device.h"
 #include "timers.h"
 #include "state.h"
-
-/* openTun(name): fd of the persistent TUN device `name` (no packet information; offloads where the kernel has them). */
-static napi_value OpenTun(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  if (!weft_args(env, info, 1, argv, "openTun(name)")) return NULL;
-  char name[IFNAMSIZ + 1];
-  size_t len = 0;
-  if (napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len) != napi_ok || len == 0 || len >= IFNAMSIZ) {
-    napi_throw_type_error(env, NULL, "openTun: the device name must be 1 to 15 characters");
-    return NULL;
-  }
-  const char *what = "";
-  int fd = weft_open_tun(name, len, &what);
-  if (fd < 0) return throw_errno(env, errno, what);
-  return weft_number(env, fd);
-}
-
-/* Socket buffers of 4 MB (beyond the sysctl limits where the process may): a burst of GSO bundles,
- * or of handshakes, waits there instead of being dropped. */
-static void buffers(int fd) {
-  int size = 4 << 20;
-  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) < 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) < 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-}
 
 /* openUdp(port): a UDP socket on every address (IPv6 and IPv4 alike, or IPv4 alone where the
  * node has no IPv6), as the kernel's WireGuard listens. */
@@ -53,7 +29,7 @@ static napi_value OpenUdp(napi_env env, napi_callback_info info) {
   int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
     int off = 0;
-    buffers(fd);
+    weft_socket_buffers(fd);
     struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = IN6ADDR_ANY_INIT};
     if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) == 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0) return weft_number(env, fd);
     int err = errno;
@@ -62,7 +38,7 @@ static napi_value OpenUdp(napi_env env, napi_callback_info info) {
   }
   fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return throw_errno(env, errno, "socket");
-  buffers(fd);
+  weft_socket_buffers(fd);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0) {
     int err = errno;
@@ -70,14 +46,6 @@ static napi_value OpenUdp(napi_env env, napi_callback_info info) {
     return throw_errno(env, err, "bind");
   }
   return weft_number(env, fd);
-}
-
-static napi_value CloseFd(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  uint32_t fd;
-  if (!weft_args(env, info, 1, argv, "closeFd(fd)") || !weft_u32(env, argv[0], &fd, "closeFd(fd)")) return NULL;
-  close((int)fd);
-  return NULL;
 }
 
 static void finalize_device(napi_env env, void *data, void *hint) {
@@ -197,16 +165,7 @@ static napi_value DescribeFd(napi_env env, napi_callback_info info) {
   if (!weft_args(env, info, 1, argv, "describeFd(fd)") || !weft_u32(env, argv[0], &fd, "describeFd(fd)")) return NULL;
   napi_create_object(env, &out);
   if (fcntl((int)fd, F_GETFD) < 0) return out;
-  struct ifreq ifr;
-  memset(&ifr, 0, sizeof ifr);
-  if (ioctl((int)fd, TUNGETIFF, &ifr) == 0) {
-    napi_value name;
-    if ((ifr.ifr_flags & (IFF_TUN | IFF_TAP | IFF_NO_PI)) == (IFF_TUN | IFF_NO_PI)) {
-      napi_create_string_utf8(env, ifr.ifr_name, NAPI_AUTO_LENGTH, &name);
-      napi_set_named_property(env, out, "tun", name);
-    }
-    return out;
-  }
+  if (weft_describe_tun(env, (int)fd, out)) return out;
   int type = 0;
   socklen_t l = sizeof type;
   struct sockaddr_storage sa;
@@ -216,21 +175,6 @@ static napi_value DescribeFd(napi_env env, napi_callback_info info) {
   uint16_t port = sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port) : ntohs(((struct sockaddr_in *)&sa)->sin_port);
   napi_set_named_property(env, out, "udpPort", weft_number(env, port));
   return out;
-}
-
-/* keepOnExec(fd, keep): whether fd survives execve (the agent's graceful restart hands it on). */
-static napi_value KeepOnExec(napi_env env, napi_callback_info info) {
-  napi_value argv[2];
-  uint32_t fd;
-  bool keep;
-  if (!weft_args(env, info, 2, argv, "keepOnExec(fd, keep)") || !weft_u32(env, argv[0], &fd, "keepOnExec(fd, keep)")) return NULL;
-  if (napi_get_value_bool(env, argv[1], &keep) != napi_ok) {
-    napi_throw_type_error(env, NULL, "keepOnExec: keep must be a boolean");
-    return NULL;
-  }
-  int flags = fcntl((int)fd, F_GETFD);
-  if (flags < 0 || fcntl((int)fd, F_SETFD, keep ? flags & ~FD_CLOEXEC : flags | FD_CLOEXEC) < 0) return throw_errno(env, errno, "fcntl");
-  return NULL;
 }
 
 /* ---- the protocol's pieces, for tests ---- */
@@ -385,16 +329,16 @@ static napi_value TimersDue(napi_env env, napi_callback_info info) {
 
 static napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
-    {"openTun", NULL, OpenTun, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"openTun", NULL, WeftOpenTun, NULL, NULL, NULL, napi_enumerable, NULL},
     {"openUdp", NULL, OpenUdp, NULL, NULL, NULL, napi_enumerable, NULL},
-    {"closeFd", NULL, CloseFd, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"closeFd", NULL, WeftCloseFd, NULL, NULL, NULL, napi_enumerable, NULL},
     {"start", NULL, Start, NULL, NULL, NULL, napi_enumerable, NULL},
     {"uapi", NULL, Uapi, NULL, NULL, NULL, napi_enumerable, NULL},
     {"counters", NULL, Counters, NULL, NULL, NULL, napi_enumerable, NULL},
     {"stop", NULL, Stop, NULL, NULL, NULL, napi_enumerable, NULL},
     {"importState", NULL, ImportState, NULL, NULL, NULL, napi_enumerable, NULL},
     {"describeFd", NULL, DescribeFd, NULL, NULL, NULL, napi_enumerable, NULL},
-    {"keepOnExec", NULL, KeepOnExec, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"keepOnExec", NULL, WeftKeepOnExec, NULL, NULL, NULL, napi_enumerable, NULL},
     {"hchacha20", NULL, Hchacha20, NULL, NULL, NULL, napi_enumerable, NULL},
     {"mac", NULL, Mac, NULL, NULL, NULL, napi_enumerable, NULL},
     {"handshake", NULL, Handshake, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -35,6 +35,13 @@ const peer = (n: number, attrs: Partial<Lease['attrs']> = {}): Lease => ({
   attrs: { publicIp: parseIp(`203.0.113.${n}`), publicIpv6: parseIp(`2001:db8:113::${n}`), backendType: 'wireguard', backendData: data(n, 51820), backendV6Data: data(n, 51821), ...attrs },
 });
 
+/** Waits for `check`, moving the manual clock past the reconciler's debounce between looks. */
+const ticking = (clock: ManualClock) => (what: string, check: () => boolean | Promise<boolean>): Promise<void> =>
+  waitUntil(what, async () => {
+    await clock.advance(100);
+    return check();
+  });
+
 async function start(t: { after(fn: () => unknown): void }, config = dual(), clock?: ManualClock) {
   const nl = new FakeNetlink();
   const wg = new FakeWireGuard((name) => [...nl.linkTable.values()].some((l) => l.name === name && linkKind(l) === 'wireguard'));
@@ -88,10 +95,7 @@ test('no stale peers: a new key replaces the old peer, a removed lease takes its
   await wg.configure('flannel-wg', { peers: [{ publicKey: key(8), keepaliveS: 0, allowedIps: [parseCidr('198.18.99.0/24')] }, { publicKey: key(7), endpoint: { ip: parseIp('198.51.100.9'), port: 1 }, keepaliveS: 0, allowedIps: [parseCidr('198.18.2.0/24')] }] });
   // The kernel's port announces nothing: the periodic pass (60 s) finds it.
   await clock.advance(60_000);
-  await waitUntil('put right', async () => {
-    await clock.advance(100); // the pass's debounce
-    return JSON.stringify(await peersOf(wg, 'flannel-wg')) === JSON.stringify(['BwcH 203.0.113.2:51820 198.18.2.0/24']);
-  });
+  await ticking(clock)('put right', async () => JSON.stringify(await peersOf(wg, 'flannel-wg')) === JSON.stringify(['BwcH 203.0.113.2:51820 198.18.2.0/24']));
   feed.push([{ type: 'removed', lease: peer(2, { backendData: data(7, 51820), backendV6Data: data(7, 51821) }) }]);
   await waitUntil('peer 2 gone from both devices', async () => (await peersOf(wg, 'flannel-wg')).length === 0 && (await peersOf(wg, 'flannel-wg-v6')).length === 0);
 });
@@ -192,20 +196,15 @@ test('routes: the network\'s through each device; a stray route through a device
   const clock = new ManualClock();
   const { nl, feed } = await start(t, dual(), clock);
   feed.push([]);
-  await waitUntil('the first pass', async () => {
-    await clock.advance(100);
-    return nl.routeTable.has('198.18.0.0/16');
-  });
+  const settled = ticking(clock);
+  await settled('the first pass', () => nl.routeTable.has('198.18.0.0/16'));
   const wgIndex = [...nl.linkTable.values()].find((l) => l.name === 'flannel-wg')!.index;
   nl.kernel.addRoute({ dst: parseCidr('198.18.77.0/24'), index: wgIndex });
   nl.kernel.addRoute({ dst: parseCidr('198.18.78.0/24'), gateway: parseIp('203.0.113.9'), index: 2 });
   nl.kernel.addRoute({ dst: parseCidr('198.51.100.0/24'), index: wgIndex });
   nl.kernel.addRoute({ dst: parseCidr('198.18.79.0/24'), gateway: parseIp('203.0.113.9'), index: wgIndex });
   nl.kernel.addRoute({ dst: parseCidr('198.18.80.0/24'), index: 2 });
-  await waitUntil('the stray route through flannel-wg is gone', async () => {
-    await clock.advance(100);
-    return !nl.routeTable.has('198.18.77.0/24');
-  });
+  await settled('the stray route through flannel-wg is gone', () => !nl.routeTable.has('198.18.77.0/24'));
   assert.ok(nl.routeTable.has('198.18.78.0/24'), 'a route via a gateway is not the backend\'s');
   assert.ok(nl.routeTable.has('198.51.100.0/24'), 'nor one outside the network');
   assert.ok(nl.routeTable.has('198.18.79.0/24'), 'nor one via a gateway, even through the device');
@@ -217,23 +216,16 @@ test('a device\'s address taken away, its MTU changed or the link set down by ha
   const clock = new ManualClock();
   const { nl, feed } = await start(t, dual(), clock);
   feed.push([]);
-  await waitUntil('the first pass', async () => {
-    await clock.advance(100);
-    return nl.routeTable.has('198.18.0.0/16');
-  });
+  const settled = ticking(clock);
+  await settled('the first pass', () => nl.routeTable.has('198.18.0.0/16'));
   const v4 = [...nl.linkTable.values()].find((l) => l.name === 'flannel-wg')!;
   const v6 = [...nl.linkTable.values()].find((l) => l.name === 'flannel-wg-v6')!;
-  const settled = async (check: () => boolean, what: string): Promise<void> =>
-    waitUntil(what, async () => {
-      await clock.advance(100);
-      return check();
-    });
   await nl.deleteAddress(v6.index, parseIp('2001:db8:1800:1::'));
-  await settled(() => nl.addrs.some((a) => a.index === v6.index && formatIp(a.ip) === '2001:db8:1800:1::' && a.prefix === 128), 'the /128 back');
+  await settled('the /128 back', () => nl.addrs.some((a) => a.index === v6.index && formatIp(a.ip) === '2001:db8:1800:1::' && a.prefix === 128));
   await nl.setLink(v4.index, { mtu: 1300 });
-  await settled(() => nl.linkTable.get(v4.index)?.mtu === 1420, 'the MTU back');
+  await settled('the MTU back', () => nl.linkTable.get(v4.index)?.mtu === 1420);
   await nl.setLink(v4.index, { up: false });
-  await settled(() => nl.linkTable.get(v4.index)?.up === true, 'up again');
+  await settled('up again', () => nl.linkTable.get(v4.index)?.up === true);
   assert.deepEqual([nl.linkTable.get(v4.index)?.name, nl.linkTable.get(v6.index)?.name], ['flannel-wg', 'flannel-wg-v6'], 'the same devices, not made again');
 });
 
