@@ -57,21 +57,11 @@ int itab_put(struct index_table *t, uint32_t i, enum index_kind kind, struct wg_
 }
 
 int itab_add(struct index_table *t, enum index_kind kind, struct wg_peer *peer, struct wg_keypair *keypair, uint32_t *index) {
-  struct index_entry *e = malloc(sizeof *e);
-  if (!e) return -1;
   uint32_t i;
   do {
-    if (wg_random((uint8_t *)&i, sizeof i) != 0) {
-      free(e);
-      return -1;
-    }
+    if (wg_random((uint8_t *)&i, sizeof i) != 0) return -1;
   } while (itab_get(t, i));
-  *e = (struct index_entry){.index = i, .kind = kind, .peer = peer, .keypair = keypair};
-  if (t->count + 1 > t->nbuckets * 2) itab_grow(t);
-  size_t h = mix32(i) & (t->nbuckets - 1);
-  e->next = t->buckets[h];
-  t->buckets[h] = e;
-  t->count++;
+  if (itab_put(t, i, kind, peer, keypair) != 0) return -1;
   *index = i;
   return 0;
 }
