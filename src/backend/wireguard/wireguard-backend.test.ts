@@ -100,6 +100,14 @@ test('no stale peers: a new key replaces the old peer, a removed lease takes its
   await waitUntil('peer 2 gone from both devices', async () => (await peersOf(wg, 'flannel-wg')).length === 0 && (await peersOf(wg, 'flannel-wg-v6')).length === 0);
 });
 
+test('a lease of another backend type is not this backend\'s: no peer, no refusal', async (t) => {
+  const { wg, feed, net } = await start(t);
+  feed.push([{ type: 'added', lease: peer(3, { backendType: 'vxlan' }) }, { type: 'added', lease: peer(2) }]);
+  await waitUntil('peer 2', async () => (await peersOf(wg, 'flannel-wg')).length === 1);
+  assert.deepEqual(await peersOf(wg, 'flannel-wg'), ['AgIC 203.0.113.2:51820 198.18.2.0/24']);
+  assert.deepEqual(net.peers().map((p) => `${p.subnet} ${p.state}`).filter((p) => p.includes('198.18.3.')), []);
+});
+
 test('refusals: data that does not decode, and a key a live lease holds (it would take that node\'s traffic); the second is taken once the first goes', async (t) => {
   const { wg, feed, net } = await start(t);
   feed.push([{ type: 'added', lease: peer(2) }, { type: 'added', lease: peer(5, { backendData: '{"PublicKey":"short"}', backendV6Data: 'null' }) }]);
