@@ -298,7 +298,7 @@ class Agent {
   /** The health server with /metrics and /status, listening; `closed` settles once it has closed. */
   async #serveHealth(signal: AbortSignal): Promise<{ closed: Promise<void> }> {
     const { flags, log } = this.#o;
-    const metrics = new Metrics({ version, lastContact: () => this.#check.confirmedAt || undefined, packetCounters: () => this.#network?.packetCounters() });
+    const metrics = new Metrics({ version, lastContact: () => this.#check.confirmedAt || undefined, packetCounters: () => this.#network?.packetCounters(), policy: () => this.#registry?.policy() });
     const health = await startHealthServer(
       { host: flags['healthz-ip'], port: flags['healthz-port'], log: log.child({ component: 'health' }), state: () => this.#health(), metrics: () => metrics.render(), status: () => this.#status(), detailsFrom: this.#o.detailsFrom },
       signal,
@@ -443,6 +443,7 @@ class Agent {
     const { lease, config, iface, network } = { lease: this.#lease, config: this.#config, iface: this.#iface, network: this.#network };
     const packets = network?.packetCounters();
     const changedAt = this.#registry?.configChangedAt();
+    const policy = this.#registry?.policy();
     return {
       version,
       registry: {
@@ -471,6 +472,7 @@ class Agent {
       peers: network?.peers() ?? [],
       ...(changedAt !== undefined ? { configChangedAt: changedAt } : {}),
       ...(this.#registry && this.#registry.skippedEntries().length > 0 ? { skipped: this.#registry.skippedEntries() } : {}),
+      ...(policy ? { policy } : {}),
       ...(packets ? { packets: packets.counters, dataPath: `${packets.backend}, ${packets.path === 'userspace' ? 'weft\'s own' : 'the kernel\'s'}` } : {}),
     };
   }

@@ -1,4 +1,5 @@
 /** The etcd registry mode (the default): flannel's keys in etcd, the lease policy of LocalManager. */
+import { parseNetworkPolicySetting } from './network-policy.js';
 import { networkInterfaces } from 'node:os';
 import { type Clock, systemClock } from '../core/clock.js';
 import { formatIp } from '../ip/ip.js';
@@ -15,6 +16,7 @@ import type { agentFlags } from './options.js';
 import type { RegistryMode } from './registry-mode.js';
 
 export async function etcdMode(flags: FlagValues<typeof agentFlags>, log: Logger, clock?: Clock): Promise<RegistryMode> {
+  parseNetworkPolicySetting(flags['network-policy'], false);
   const { client, registry } = await connectEtcd(flags, log, flags['registry-check-interval']);
   // As flanneld: a subnet file that cannot be read gives no previous subnet; it stops nothing.
   const previous = await readSubnetEnv(flags['subnet-file']).catch((err: unknown) => {
@@ -45,6 +47,7 @@ export async function etcdMode(flags: FlagValues<typeof agentFlags>, log: Logger
     networkUp: async () => undefined,
     skippedEntries: () => registry.skippedEntries(),
     configChangedAt: () => drift.since,
+    policy: () => undefined,
     close: () => client.close(),
   };
 }

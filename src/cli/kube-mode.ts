@@ -10,6 +10,7 @@ import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { version } from '../core/version.js';
 import { ConfigDrift } from './config-drift.js';
+import { networkPolicyAgent, parseNetworkPolicySetting, removeLeftoverPolicyTable } from './network-policy.js';
 import type { FlagValues } from './flags.js';
 import type { agentFlags } from './options.js';
 import type { RegistryMode } from './registry-mode.js';
@@ -53,17 +54,21 @@ export async function kubeMode(options: KubeModeOptions): Promise<RegistryMode> 
     ...(env['POD_NAMESPACE'] ? { podNamespace: env['POD_NAMESPACE'] } : {}),
   });
   const drift = new ConfigDrift(log.child({ component: 'config' }), options.clock ?? systemClock);
+  const setting = parseNetworkPolicySetting(flags['network-policy'], true);
+  const policy = setting === 'off' ? undefined : networkPolicyAgent({ api: client, mode: setting, nodeName: (s) => manager.nodeName(s), log: log.child({ component: 'policy' }) });
+  if (!policy) await removeLeftoverPolicyTable(log.child({ component: 'policy' }));
   return {
     kind: 'kubernetes',
     endpoints: [access.server.origin],
     manager,
     run: async (signal) => {
-      await Promise.all([manager.run(signal), watchNetConf(flags['net-config-path'], netConf, drift, signal)]);
+      await Promise.all([manager.run(signal), watchNetConf(flags['net-config-path'], netConf, drift, signal), policy?.run(signal)]);
     },
     publicIpOverrides: (signal) => manager.nodePublicIps(signal),
     networkUp: flags['set-node-network-unavailable'] ? (signal) => manager.networkUp(signal) : async () => undefined,
     skippedEntries: () => [],
     configChangedAt: () => drift.since,
+    policy: () => policy?.status(),
     close: () => client.close(),
   };
 }

@@ -42,6 +42,12 @@ export const agentFlags = [
   { name: 'iptables-forward-rules', kind: 'bool', default: true, doc: 'add default accept rules to the FORWARD chain' },
   { name: 'ip-blackhole-route', kind: 'bool', default: false, doc: 'add a blackhole route covering the node\'s own subnet' },
   { name: 'net-config-path', kind: 'string', default: '/etc/kube-flannel/net-conf.json', doc: 'path to the network configuration file (kube mode)' },
+  {
+    name: 'network-policy',
+    kind: 'string',
+    default: 'off',
+    doc: 'weft only: Kubernetes NetworkPolicy for this node\'s pods (kube mode): off, dry-run (count and log what would be rejected, reject nothing) or enforce',
+  },
   { name: 'set-node-network-unavailable', kind: 'bool', default: true, doc: 'set NodeNetworkUnavailable to false once the network is up (kube mode)' },
   { name: 'registry-check-interval', kind: 'int', default: 10, doc: 'weft only: seconds between the health checks of this node\'s lease (in etcd mode answered by the lease\'s own watch, with no read); /readyz/registry fails after three missed' },
   { name: 'v', kind: 'int', default: 0, doc: 'log verbosity: 0 info, 1 or more debug' },

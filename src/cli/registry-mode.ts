@@ -3,6 +3,7 @@
  * each mode is a factory that returns it (etcd-mode.ts, kube-mode.ts), and the agent knows no
  * mode by name. What a mode has no use for, it does as nothing, explicitly.
  */
+import type { PolicyStatus } from '../policy/policy-engine.js';
 import type { SubnetManager } from '../subnet/subnet-manager.js';
 
 export interface RegistryMode {
@@ -27,6 +28,8 @@ export interface RegistryMode {
   configChangedAt(): number | undefined;
   /** Registry entries skipped as invalid now (etcd: keys under `subnets/`); kube mode reports refused Nodes as peers instead. */
   skippedEntries(): ReadonlyArray<{ readonly key: string; readonly reason: string; readonly since: number }>;
+  /** NetworkPolicy on this node (kube mode with `--network-policy`): undefined when off or not started yet. */
+  policy(): PolicyStatus | undefined;
   /** Releases the connection; after every task has ended. */
   close(): void;
 }

@@ -3,6 +3,7 @@
  * person reads it. Pure: the agent builds the report, the command prints it.
  */
 import type { PeerStatus } from '../backend/peer-report.js';
+import type { PolicyStatus } from '../policy/policy-engine.js';
 
 export interface StatusReport {
   readonly version: string;
@@ -39,6 +40,8 @@ export interface StatusReport {
   readonly packets?: Readonly<Record<string, number>>;
   /** Whose packet path: `udp, weft's own`, `wireguard, weft's own` or `wireguard, the kernel's`. */
   readonly dataPath?: string;
+  /** NetworkPolicy on this node's pods, when `--network-policy` is on. */
+  readonly policy?: PolicyStatus;
 }
 
 const ago = (at: number, now: number): string => {
@@ -73,7 +76,23 @@ export function formatStatus(r: StatusReport, now = Date.now()): string {
   }
   if (r.configChangedAt) lines.push(`config:    changed in the registry ${ago(r.configChangedAt, now)}; this agent runs with the one it started with until it restarts`);
   for (const s of r.skipped ?? []) lines.push(`skipped:   ${s.key}, invalid since ${ago(s.since, now)}: ${s.reason}`);
+  if (r.policy) lines.push(...policyLines(r.policy, now));
   return lines.join('\n') + '\n';
+}
+
+/** Pairs shown at most; `weft status --json` has them all. */
+const shownPairs = 20;
+
+function policyLines(p: PolicyStatus, now: number): string[] {
+  const dry = p.mode === 'dry-run';
+  const installed = p.installedAt ? `, table written ${ago(p.installedAt, now)}` : ', no table written yet';
+  const lines = [`policy:    ${dry ? 'DRY RUN (nothing is rejected)' : 'enforced'}; ${p.policies} NetworkPolicies, ${p.pods.length} of this node's pods isolated${installed}`];
+  for (const r of p.refused) lines.push(`refused:   ${r.policy}: ${r.reason}`);
+  const verb = dry ? 'would reject' : 'rejected';
+  for (const d of p.denied) lines.push(`${verb}: ${d.packets} packets ${d.direction === 'ingress' ? 'to' : 'from'} ${d.pod} (${d.direction})`);
+  for (const pair of p.deniedPairs.slice(0, shownPairs)) lines.push(`  ${pair.from} -> ${pair.to}: ${pair.packets} packets (${pair.direction} of ${pair.direction === 'ingress' ? pair.to : pair.from})`);
+  if (p.deniedPairs.length > shownPairs) lines.push(`  and ${p.deniedPairs.length - shownPairs} more pairs (weft status --json)`);
+  return lines;
 }
 
 /** Counters that name dropped packets, of the udp path and of weft's WireGuard. */

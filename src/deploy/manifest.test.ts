@@ -25,6 +25,8 @@ test('namespace, service account, and a least-privilege ClusterRole bound to it'
   assert.deepEqual(one('ClusterRole')['rules'], [
     { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
     { apiGroups: [''], resources: ['nodes/status'], verbs: ['patch'] },
+    { apiGroups: [''], resources: ['pods', 'namespaces'], verbs: ['get', 'list', 'watch'] },
+    { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['get', 'list', 'watch'] },
   ]);
   const binding = one('ClusterRoleBinding');
   assert.equal(at(binding, 'roleRef', 'name'), one('ClusterRole').metadata.name);

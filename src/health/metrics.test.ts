@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { publish } from '../core/events.js';
-import { Metrics } from './metrics.js';
+import { Metrics, type PolicyFigures } from './metrics.js';
 
 test('published facts become Prometheus series with HELP and TYPE; nothing before it is known but the counters alerts watch, at 0', () => {
   let contact: number | undefined;
@@ -113,6 +113,34 @@ test('weft\'s WireGuard data path: which path, packets by fate, handshake messag
       'weft_wireguard_bytes_total{direction="received"} 384',
     ]) assert.ok(text.split('\n').includes(line), `missing: ${line}`);
     assert.doesNotMatch(text, /^weft_udp_/m);
+  } finally {
+    m.close();
+  }
+});
+
+test('NetworkPolicy: the mode, policies enforced and refused, isolated pods, and packets rejected per pod and direction; nothing while it is off', () => {
+  let policy: PolicyFigures | undefined;
+  const m = new Metrics({ version: '9.9.9', lastContact: () => undefined, policy: () => policy });
+  try {
+    assert.doesNotMatch(m.render(), /weft_policy_/);
+    policy = {
+      mode: 'dry-run',
+      policies: 3,
+      refused: [{}],
+      pods: [{ ingress: true, egress: false }, { ingress: true, egress: true }],
+      denied: [{ pod: 'x/a', direction: 'ingress', packets: 12 }, { pod: 'y/"b"', direction: 'egress', packets: 1 }],
+    };
+    const text = m.render();
+    for (const line of [
+      '# TYPE weft_policy_denied_packets_total counter',
+      'weft_policy_mode{mode="dry-run"} 1',
+      'weft_policy_networkpolicies{state="enforced"} 3',
+      'weft_policy_networkpolicies{state="refused"} 1',
+      'weft_policy_isolated_pods{direction="ingress"} 2',
+      'weft_policy_isolated_pods{direction="egress"} 1',
+      'weft_policy_denied_packets_total{pod="x/a",direction="ingress",mode="dry-run"} 12',
+      'weft_policy_denied_packets_total{pod="y/\\"b\\"",direction="egress",mode="dry-run"} 1',
+    ]) assert.ok(text.split('\n').includes(line), `missing: ${line}`);
   } finally {
     m.close();
   }

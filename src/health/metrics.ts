@@ -93,10 +93,21 @@ class Histogram implements Family {
 /** Seconds; from a fraction of a millisecond (one peer's entries) to seconds (1000 peers). */
 const latencyBuckets = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
+/** What the metrics read of the policy engine's status. */
+export interface PolicyFigures {
+  readonly mode: string;
+  readonly policies: number;
+  readonly refused: readonly unknown[];
+  readonly pods: ReadonlyArray<{ readonly ingress: boolean; readonly egress: boolean }>;
+  readonly denied: ReadonlyArray<{ readonly pod: string; readonly direction: string; readonly packets: number }>;
+}
+
 export interface MetricsOptions {
   readonly version: string;
   /** When the registry last confirmed this node's lease (ms since the epoch), as the health check knows it. */
   readonly lastContact: () => number | undefined;
+  /** NetworkPolicy on this node (policy-engine.ts's status), read when scraped; undefined when off. */
+  readonly policy?: () => PolicyFigures | undefined;
   /** A packet path's counters (udp, weft's WireGuard), read when scraped (they live in native memory). */
   readonly packetCounters?: () => { readonly backend: string; readonly path: string; readonly counters: Readonly<Record<string, number>> } | undefined;
 }
@@ -194,6 +205,27 @@ export class Metrics {
         return c ? [`weft_wireguard_handshakes_total ${number(c['handshakes'] ?? 0)}`] : [];
       });
       family('weft_wireguard_bytes_total', 'Bytes of WireGuard datagrams sent to and received from peers.', 'counter', bytes('weft_wireguard_bytes_total', 'wireguard'));
+    }
+    const policy = options.policy;
+    if (policy) {
+      const add = (name: string, help: string, type: 'counter' | 'gauge', render: (p: PolicyFigures) => string[]): void => {
+        this.#families.push({ name, help, type, render: () => {
+          const p = policy();
+          return p ? render(p) : [];
+        } });
+      };
+      add('weft_policy_mode', 'How NetworkPolicy is applied to this node\'s pods: enforce, or dry-run (counted, not rejected); always 1.', 'gauge', (p) => [`weft_policy_mode${labelText({ mode: p.mode })} 1`]);
+      add('weft_policy_networkpolicies', 'NetworkPolicies known, enforced or refused (ones the API server would not have taken).', 'gauge', (p) => [
+        `weft_policy_networkpolicies{state="enforced"} ${p.policies}`,
+        `weft_policy_networkpolicies{state="refused"} ${p.refused.length}`,
+      ]);
+      add('weft_policy_isolated_pods', 'This node\'s pods isolated by a NetworkPolicy, by direction.', 'gauge', (p) => [
+        `weft_policy_isolated_pods{direction="ingress"} ${p.pods.filter((x) => x.ingress).length}`,
+        `weft_policy_isolated_pods{direction="egress"} ${p.pods.filter((x) => x.egress).length}`,
+      ]);
+      add('weft_policy_denied_packets_total', 'Packets NetworkPolicy rejected (mode="enforce") or would have rejected (mode="dry-run"), by pod of this node and direction.', 'counter', (p) =>
+        p.denied.map((d) => `weft_policy_denied_packets_total${labelText({ pod: d.pod, direction: d.direction, mode: p.mode })} ${number(d.packets)}`),
+      );
     }
     const on = this.#unsubscribe;
     on.push(subscribe('lease', (m) => {

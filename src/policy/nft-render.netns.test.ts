@@ -8,7 +8,7 @@ import { createNetns, deleteNetns, netnsSkipReason, nsExec } from '../testing/ne
 import { ipOf, netpol, nodeIps, topology } from '../testing/netpol-topology.js';
 import { replaceTables } from '../traffic/nft-table.js';
 import { compile } from './compiler.js';
-import { renderPolicyTable } from './nft-render.js';
+import { podChain, renderPolicyTable } from './nft-render.js';
 
 const skip = netnsSkipReason();
 
@@ -43,19 +43,27 @@ test('the table\'s shape: a chain per isolated direction of each local pod, verd
   const chains = table.chains.map((c) => c.name);
   assert.deepEqual(chains.slice(0, 2), ['forward', 'input']);
   // node1 has x/a, x/c, y/b and z/b: x's for egress (x/a for ingress too), y/b both ways; z/b is not isolated.
-  assert.deepEqual(table.chains.slice(2).map((c) => `${c.name} ${c.comment?.split(':')[0]}`), ['p0-in x/a ingress', 'p0-out x/a egress', 'p1-out x/c egress', 'p2-in y/b ingress', 'p2-out y/b egress']);
+  const chain = (ns: string, name: string, tag: 'in' | 'out'): string => podChain({ namespace: ns, name }, tag);
+  assert.deepEqual(table.chains.slice(2).map((c) => [c.name, c.comment]), [
+    [chain('x', 'a', 'in'), 'x/a ingress'],
+    [chain('x', 'a', 'out'), 'x/a egress'],
+    [chain('x', 'c', 'out'), 'x/c egress'],
+    [chain('y', 'b', 'in'), 'y/b ingress'],
+    [chain('y', 'b', 'out'), 'y/b egress'],
+  ]);
+  assert.match(chain('x', 'a', 'in'), /^in-[0-9a-f]{16}$/, 'a name of fixed length, whatever the pod is called');
   const maps = Object.fromEntries((table.sets ?? []).filter((s) => s.type.includes('verdict')).map((s) => [s.name, s.elements]));
-  assert.deepEqual(maps['in4'], [`${ipOf('x', 'a')} : jump p0-in`, `${ipOf('y', 'b')} : jump p2-in`]);
+  assert.deepEqual(maps['in4'], [`${ipOf('x', 'a')} : jump ${chain('x', 'a', 'in')}`, `${ipOf('y', 'b')} : jump ${chain('y', 'b', 'in')}`]);
   assert.equal(maps['out4']!.length, 3);
-  const xa = table.chains.find((c) => c.name === 'p0-in')!;
+  const xa = table.chains.find((c) => c.name === chain('x', 'a', 'in'))!;
   // The ipBlock's except (y/b) is cut out of its set, and y/c, selected by the other peer, merges into
   // the block; the TCP rule's port 81 is x/a's own serve-81-tcp.
   const set = (name: string) => table.sets!.find((s) => s.name === name)!;
-  const ruleSets = xa.rules.flatMap((r) => [...r.matchAll(/@(a\d+)/g)].map((m) => m[1]!));
+  const ruleSets = xa.rules.flatMap((r) => [...r.matchAll(/@(in-[0-9a-f]{16}-\d+)/g)].map((m) => m[1]!));
   assert.ok(ruleSets.length > 0 && ruleSets.every((s) => JSON.stringify(set(s).elements) === JSON.stringify(['198.18.2.0-198.18.2.10', '198.18.2.12-198.18.2.255'])), JSON.stringify(ruleSets.map((s) => set(s).elements)));
   assert.ok(xa.rules.some((r) => /meta l4proto tcp th dport \{ 80, 81 \} return$/.test(r)), xa.rules.join('\n'));
   assert.ok(xa.rules.some((r) => /meta l4proto udp th dport \{ 81-90 \} return$/.test(r)));
-  assert.deepEqual(xa.rules.slice(-2), ['meta l4proto tcp counter reject with tcp reset', 'counter reject with icmpx port-unreachable']);
-  const dry = renderPolicyTable(compile(world, 'node1'), { dryRun: true }).chains.find((c) => c.name === 'p0-in')!;
-  assert.deepEqual(dry.rules.slice(-3), ['counter', 'limit rate 10/second log prefix "weft-policy dry run x/a ingress: " level info', 'return']);
+  assert.deepEqual(xa.rules.slice(-2), ['meta l4proto tcp counter reject with tcp reset comment "x/in, x/out"', 'counter reject with icmpx port-unreachable']);
+  const dry = renderPolicyTable(compile(world, 'node1'), { dryRun: true }).chains.find((c) => c.name === chain('x', 'a', 'in'))!;
+  assert.deepEqual(dry.rules.slice(-5), ['counter comment "x/in, x/out"', 'update @dry-in4 { ip saddr . ip daddr counter }', 'update @dry-in6 { ip6 saddr . ip6 daddr counter }', 'limit rate 10/second log prefix "weft-policy dry run x/a ingress: " level info', 'return']);
 });

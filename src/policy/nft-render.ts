@@ -13,12 +13,32 @@
  * - Traffic from the node itself to its pods goes through output, not forward: never blocked.
  * - In a dry run, the chains count and log (rate-limited) what they would reject, and return.
  */
+import { createHash } from 'node:crypto';
 import { type Family, formatIp, ipv4 } from '../ip/ip.js';
 import type { NftChain, NftSet, OwnedTable } from '../traffic/nft-table.js';
 import type { CompiledRule, PodProgram, PortRange } from './compiler.js';
 import type { Interval } from './intervals.js';
 
 export const policyTable = { family: 'inet', name: 'weft-policy' } as const;
+
+/**
+ * A dry run's pairs (source . destination) that it would have rejected, with a counter each, per
+ * direction (`out`: the source's egress, `in`: the destination's ingress) and family. A pair
+ * silent for an hour goes; the set holds the busiest 65536 (a full set adds no new pair, and the
+ * chain's own counter still counts it).
+ */
+export const dryRunSet = (tag: 'in' | 'out', family: Family): string => `dry-${tag}${family}`;
+const dryRunPairs = { timeoutS: 3600, size: 65536 } as const;
+
+/** The chain of the `i`th program for one direction (`in`: ingress, `out`: egress). */
+/**
+ * A pod's chain for one direction (`in`: ingress, `out`: egress), named by a hash of the pod's
+ * namespace and name: the same pod keeps its chain's name whatever else changes, so that a change
+ * to one pod rewrites only its chain and sets (nft-table.ts updateTable), and names stay within
+ * nft's length limit whatever the pod is called.
+ */
+export const podChain = (pod: { readonly namespace: string; readonly name: string }, tag: 'in' | 'out'): string =>
+  `${tag}-${createHash('sha256').update(`${pod.namespace}/${pod.name}`).digest('hex').slice(0, 16)}`;
 
 const ipOfValue = (family: Family, value: bigint): string => formatIp(family === 4 ? ipv4(value) : { family: 6, value });
 const element = (i: Interval): string => (i.first === i.last ? ipOfValue(i.family, i.first) : `${ipOfValue(i.family, i.first)}-${ipOfValue(i.family, i.last)}`);
@@ -47,31 +67,45 @@ export function renderPolicyTable(programs: readonly PodProgram[], options: Rend
   const sets: NftSet[] = [];
   const chains: NftChain[] = [];
   const maps: Record<'in' | 'out', Record<Family, string[]>> = { in: { 4: [], 6: [] }, out: { 4: [], 6: [] } };
+  // A chain's sets are named after it, numbered in the order of its rules.
+  let chain = '';
   let setNo = 0;
   const addressSet = (intervals: readonly Interval[], family: Family): string => {
-    const name = `a${setNo++}`;
+    const name = `${chain}-${setNo++}`;
     sets.push({ name, type: addrType(family), flags: ['interval'], elements: intervals.filter((i) => i.family === family).map(element) });
     return name;
   };
-  programs.forEach((program, i) => {
+  for (const program of programs) {
     const who = `${program.pod.namespace}/${program.pod.name}`;
     for (const [direction, rules, peerKey, tag] of [['ingress', program.ingress, 'saddr', 'in'], ['egress', program.egress, 'daddr', 'out']] as const) {
       if (!rules) continue;
-      const chain = `p${i}-${tag}`;
+      chain = podChain(program.pod, tag);
+      setNo = 0;
       const body: string[] = [];
       for (const rule of rules) body.push(...ruleLines(rule, peerKey, addressSet, (pairs, family) => {
-        const name = `t${setNo++}`;
+        const name = `${chain}-${setNo++}`;
         sets.push({ name, type: `${addrType(family)} . inet_proto . inet_service`, elements: pairs.filter((p) => p.address.family === family).map((p) => `${ipOfValue(family, p.address.first)} . ${proto(p.protocol)} . ${p.port}`) });
         return name;
       }));
       const verdict = options.dryRun
-        ? ['counter', `limit rate 10/second log prefix ${JSON.stringify(`weft-policy dry run ${who} ${direction}: `.slice(0, 120))} level info`, 'return']
+        ? [
+            'counter',
+            `update @${dryRunSet(tag, 4)} { ip saddr . ip daddr counter }`,
+            `update @${dryRunSet(tag, 6)} { ip6 saddr . ip6 daddr counter }`,
+            `limit rate 10/second log prefix ${JSON.stringify(`weft-policy dry run ${who} ${direction}: `.slice(0, 120))} level info`,
+            'return',
+          ]
         : ['meta l4proto tcp counter reject with tcp reset', 'counter reject with icmpx port-unreachable'];
-      chains.push({ name: chain, comment: `${who} ${direction}: ${program.policies.join(', ')}`, rules: [...body, ...verdict] });
+      // The policies on a rule, not on the chain: nft cannot change a chain's comment in place.
+      verdict[0] = `${verdict[0]} comment ${JSON.stringify(program.policies.join(', ').slice(0, 120))}`;
+      chains.push({ name: chain, comment: `${who} ${direction}`, rules: [...body, ...verdict] });
       for (const ip of program.pod.ips) maps[tag][ip.family].push(`${formatIp(ip)} : jump ${chain}`);
     }
-  });
+  }
   for (const tag of ['out', 'in'] as const) for (const f of [4, 6] as const) sets.push({ name: `${tag}${f}`, map: true, type: `${addrType(f)} : verdict`, elements: maps[tag][f] });
+  if (options.dryRun) {
+    for (const tag of ['out', 'in'] as const) for (const f of [4, 6] as const) sets.push({ name: dryRunSet(tag, f), type: `${addrType(f)} . ${addrType(f)}`, elements: [], dynamic: dryRunPairs });
+  }
   const dispatch = (hook: 'forward' | 'input'): NftChain => ({
     name: hook,
     base: { type: 'filter', hook, priority: 'filter', policy: 'accept' },

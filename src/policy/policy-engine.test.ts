@@ -6,7 +6,9 @@ import { ManualClock } from '../testing/manual-clock.js';
 import { recordingLogger } from '../testing/recording-logger.js';
 import { netpol, topology } from '../testing/netpol-topology.js';
 import { waitUntil } from '../testing/wait.js';
+import { formatIp } from '../ip/ip.js';
 import type { OwnedTable } from '../traffic/nft-table.js';
+import { podChain } from './nft-render.js';
 import { type Changes, PolicyEngine, type PolicyMode } from './policy-engine.js';
 import { type NamespaceRecord, type PodRecord, type PolicyRecord, type RefusedPolicy, decodePolicy } from './records.js';
 
@@ -32,17 +34,28 @@ function start(t: { after(fn: () => unknown): void }, mode: PolicyMode = 'enforc
   const installs: OwnedTable[][] = [];
   let checks = 0;
   let failNext = 0;
+  let drifted = false;
+  let installHow: 'updated' | 'replaced' = 'replaced';
+  /** What the kernel's table has counted, as `nft -j` items. */
+  let listing: unknown[] = [];
   const keeper = {
+    async read() {
+      return listing;
+    },
     async install(tables: readonly OwnedTable[]) {
       if (failNext > 0) {
         failNext--;
         throw new Error('nft: no such file');
       }
       installs.push([...tables]);
+      return installHow;
     },
     async check() {
       checks++;
-      return false;
+      const d = drifted;
+      drifted = false;
+      if (d) listing = [];
+      return d;
     },
   };
   const pods = feed<PodRecord>(ctl.signal);
@@ -56,7 +69,7 @@ function start(t: { after(fn: () => unknown): void }, mode: PolicyMode = 'enforc
     await running;
   });
   const world = topology([]);
-  return { engine, clock, installs, pods, namespaces, policies, world, log, checks: () => checks, fail: (n: number) => (failNext = n) };
+  return { engine, clock, installs, pods, namespaces, policies, world, log, checks: () => checks, fail: (n: number) => (failNext = n), count: (items: unknown[]) => (listing = items), drift: () => (drifted = true), installAs: (how: 'updated' | 'replaced') => (installHow = how) };
 }
 
 const settle = async (clock: ManualClock, until: () => boolean, what: string): Promise<void> =>
@@ -114,7 +127,7 @@ test('a policy the API server would refuse is reported and not enforced; a dry r
   await settle(e.clock, () => e.installs.length === 1, 'installed');
   assert.deepEqual(e.engine.status().refused, [{ policy: 'x/bad', reason: 'ingress[0].ports[0]: endPort without a port' }]);
   assert.equal(e.engine.status().policies, 1);
-  const chain = e.installs[0]![0]!.chains.find((c) => c.name === 'p0-in')!;
+  const chain = e.installs[0]![0]!.chains.find((c) => c.name === podChain(e.world.pods[0]!, 'in'))!;
   assert.deepEqual(chain.rules.slice(-1), ['return'], 'a dry run lets it through');
 });
 
@@ -128,4 +141,51 @@ test('a failed install is tried again after a pause; drift is checked every peri
   const before = e.checks();
   await e.clock.advance(10_000);
   await settle(e.clock, () => e.checks() > before, 'a drift check');
+});
+
+/** A chain's rule with a counter, and a dry run's pair element, as `nft -j` lists them. */
+const counted = (chain: string, packets: number) => ({ rule: { chain, expr: [{ counter: { packets, bytes: packets * 60 } }, { reject: null }] } });
+const pairs = (name: string, ...elems: Array<[string, string, number]>) => ({
+  set: { name, elem: elems.map(([from, to, packets]) => ({ elem: { val: { concat: [from, to] }, counter: { packets, bytes: 0 } } })) },
+});
+
+test('what the table counted is kept across a table written whole, a drift repair and chains written over, never counted twice; a dry run\'s pairs by pod name', async (t) => {
+  const e = start(t, 'dry-run');
+  e.pods.push(e.world.pods.map((record) => ({ type: 'put', record })));
+  e.namespaces.push(e.world.namespaces.map((record) => ({ type: 'put', record })));
+  e.policies.push([{ type: 'put', record: decodePolicy(netpol('x', 'deny', { podSelector: { matchLabels: { pod: 'a' } } }))! }]);
+  await settle(e.clock, () => e.installs.length === 1, 'installed');
+  const [a, b] = [e.world.pods.find((p) => p.name === 'a' && p.namespace === 'x')!, e.world.pods.find((p) => p.name === 'b' && p.namespace === 'y')!];
+  const ip = (p: PodRecord): string => formatIp(p.ips[0]!);
+  const xa = podChain(a, 'in');
+  const check = async (what: string): Promise<void> => {
+    const before = e.checks();
+    await e.clock.advance(10_000);
+    await settle(e.clock, () => e.checks() > before, what);
+  };
+  e.count([counted(xa, 5), counted(podChain(b, 'in'), 70), pairs('dry-in4', [ip(b), ip(a), 5], ['203.0.113.9', ip(a), 2])]);
+  await check('a drift check reads the counters');
+  assert.deepEqual(e.engine.status().denied, [{ pod: 'x/a', direction: 'ingress', packets: 5 }], 'a chain no program has is nobody\'s');
+  assert.deepEqual(e.engine.status().deniedPairs, [
+    { direction: 'ingress', from: 'y/b', to: 'x/a', packets: 5 },
+    { direction: 'ingress', from: '203.0.113.9', to: 'x/a', packets: 2 },
+  ]);
+  // Written again after drift: it counts from 0, and what it had counted stays.
+  e.drift();
+  await check('the drift repaired');
+  e.count([counted(xa, 1)]);
+  // Another pod's policy, changed in place: x/a's chain is not written over and counts on.
+  e.installAs('updated');
+  e.policies.push([{ type: 'put', record: decodePolicy(netpol('x', 'deny-c', { podSelector: { matchLabels: { pod: 'c' } } }))! }]);
+  await settle(e.clock, () => e.installs.length === 2, 'the new table');
+  e.count([counted(xa, 4)]);
+  await check('the next check');
+  assert.deepEqual(e.engine.status().denied, [{ pod: 'x/a', direction: 'ingress', packets: 9 }], '5 before the repair, 4 since');
+  // x/a's own chain written over: its 4 are kept, and it counts from 0.
+  e.policies.push([{ type: 'put', record: decodePolicy(netpol('x', 'allow-a', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{}] }))! }]);
+  await settle(e.clock, () => e.installs.length === 3, 'x/a\'s chain changed');
+  e.count([counted(xa, 2)]);
+  await check('a check after it');
+  assert.deepEqual(e.engine.status().denied, [{ pod: 'x/a', direction: 'ingress', packets: 11 }]);
+  assert.equal(e.engine.status().deniedPairs[0]?.packets, 5, 'pairs kept in their sets while the table is changed in place');
 });

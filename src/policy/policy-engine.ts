@@ -8,11 +8,12 @@
 import { Backoff } from '../core/backoff.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
-import type { IpAddr } from '../ip/ip.js';
+import { type IpAddr, formatIp } from '../ip/ip.js';
 import { type OwnedTable, replaceTables } from '../traffic/nft-table.js';
 import { type PodProgram, compile } from './compiler.js';
 import type { World } from './model.js';
-import { renderPolicyTable } from './nft-render.js';
+import { podChain, policyTable, renderPolicyTable } from './nft-render.js';
+import { parsePolicyCounters } from './policy-counters.js';
 import { type NamespaceRecord, type PodRecord, type PolicyRecord, type RefusedPolicy, isRefused } from './records.js';
 
 export type PolicyMode = 'enforce' | 'dry-run';
@@ -22,9 +23,15 @@ export type Changes<R> = AsyncIterable<ReadonlyArray<{ readonly type: 'put' | 'd
 
 /** What keeps the table in the kernel (an NftOwner of its own). */
 export interface TableKeeper {
-  install(tables: readonly OwnedTable[]): Promise<void>;
+  /**
+   * Makes the table this: `updated` where only what differs was changed (unchanged chains kept
+   * their counters), `replaced` where it was written whole (every counter starts over).
+   */
+  install(tables: readonly OwnedTable[]): Promise<'updated' | 'replaced'>;
   /** True when the kernel's table had drifted and was written again. */
   check(): Promise<boolean>;
+  /** The table's items as `nft -j` lists them, counters included. */
+  read(table: typeof policyTable): Promise<readonly unknown[]>;
 }
 
 export interface PolicyEngineOptions {
@@ -50,6 +57,20 @@ export interface PolicyStatus {
   readonly pods: ReadonlyArray<{ readonly pod: string; readonly ingress: boolean; readonly egress: boolean; readonly policies: readonly string[] }>;
   /** When the table last went in (ms since the epoch); absent before the first. */
   readonly installedAt?: number;
+  /** Packets rejected (enforcing) or that would have been (a dry run), per pod and direction, since the agent started. */
+  readonly denied: ReadonlyArray<{ readonly pod: string; readonly direction: 'ingress' | 'egress'; readonly packets: number }>;
+  /** A dry run's pairs behind those packets, the busiest first: pods by name, anything else by address. */
+  readonly deniedPairs: ReadonlyArray<{ readonly direction: 'ingress' | 'egress'; readonly from: string; readonly to: string; readonly packets: number }>;
+}
+
+/** Pairs kept for `weft status` at most (the kernel's set holds more; the chains count them all). */
+const maxPairs = 4096;
+const directionOf = { in: 'ingress', out: 'egress' } as const;
+
+/** The chains of `before` that `after` writes over or no longer has. */
+function rewritten(before: OwnedTable, after: OwnedTable): Set<string> {
+  const now = new Map(after.chains.map((c) => [c.name, c.rules.join('\n')]));
+  return new Set(before.chains.filter((c) => now.get(c.name) !== c.rules.join('\n')).map((c) => c.name));
 }
 
 const podKey = (p: { namespace: string; name: string }): string => `${p.namespace}/${p.name}`;
@@ -64,6 +85,16 @@ export class PolicyEngine {
   #programs: readonly PodProgram[] = [];
   #installedText = '';
   #installedAt: number | undefined;
+  /** What the chains and pair sets of tables written earlier counted (a new table counts from 0), and what the current one has. */
+  /** By `<pod> <direction>`: what chains written over or deleted had counted. */
+  readonly #deniedBefore = new Map<string, number>();
+  /** By chain: what the installed table's chains have counted. */
+  #deniedNow = new Map<string, number>();
+  readonly #pairsBefore = new Map<string, number>();
+  #pairsNow = new Map<string, number>();
+  /** The installed table's chains: chain name → `<pod> <direction>`. */
+  #chains = new Map<string, string>();
+  #table: OwnedTable | undefined;
 
   constructor(options: PolicyEngineOptions) {
     this.#o = options;
@@ -71,7 +102,31 @@ export class PolicyEngine {
   }
 
   status(): PolicyStatus {
+    const byIp = new Map<string, string>();
+    for (const p of this.#pods.values()) if (!p.hostNetwork) for (const ip of p.ips) byIp.set(formatIp(ip), podKey(p));
+    const sum = (before: Map<string, number>, now: Map<string, number>): Map<string, number> => {
+      const all = new Map(before);
+      for (const [k, n] of now) all.set(k, (all.get(k) ?? 0) + n);
+      return all;
+    };
+    const now = new Map<string, number>();
+    for (const [chain, n] of this.#deniedNow) {
+      const owner = this.#chains.get(chain);
+      if (owner) now.set(owner, (now.get(owner) ?? 0) + n);
+    }
+    const denied = [...sum(this.#deniedBefore, now)].map(([key, packets]) => {
+      const [pod, direction] = key.split(' ') as [string, 'ingress' | 'egress'];
+      return { pod, direction, packets };
+    });
+    const deniedPairs = [...sum(this.#pairsBefore, this.#pairsNow)]
+      .map(([key, packets]) => {
+        const [direction, from, to] = key.split(' ') as ['ingress' | 'egress', string, string];
+        return { direction, from: byIp.get(from) ?? from, to: byIp.get(to) ?? to, packets };
+      })
+      .sort((a, b) => b.packets - a.packets);
     return {
+      denied,
+      deniedPairs,
       mode: this.#o.mode,
       policies: this.#policies.size,
       refused: [...this.#refused].map(([policy, reason]) => ({ policy, reason })),
@@ -125,7 +180,9 @@ export class PolicyEngine {
           if (changed || this.#installedAt === undefined) await this.#install();
           if (this.#clock.now() >= nextCheck) {
             nextCheck = this.#clock.now() + checkMs;
-            await this.#o.tables.check();
+            await this.#readCounters();
+            // A table written again after drift counts from 0: what it had counted is kept.
+            if (await this.#o.tables.check()) this.#foldCounters('all');
           }
           retry.reset();
         } catch (err) {
@@ -139,6 +196,34 @@ export class PolicyEngine {
     } finally {
       await Promise.allSettled(followers);
     }
+  }
+
+  /** What the installed table has counted so far. */
+  async #readCounters(): Promise<void> {
+    const counted = parsePolicyCounters(await this.#o.tables.read(policyTable));
+    const denied = new Map<string, number>();
+    for (const [chain, n] of counted.chains) if (this.#chains.has(chain) && n > 0) denied.set(chain, n);
+    const pairs = new Map<string, number>();
+    for (const p of counted.pairs) pairs.set(`${directionOf[p.tag]} ${p.from} ${p.to}`, p.packets);
+    [this.#deniedNow, this.#pairsNow] = [denied, pairs];
+  }
+
+  /**
+   * Keeps what chains counted before they are written over or deleted (which starts their
+   * counters over): `all` for a table replaced whole (the pairs' sets too), else those chains.
+   */
+  #foldCounters(chains: 'all' | ReadonlySet<string>): void {
+    for (const [chain, n] of this.#deniedNow) {
+      if (chains !== 'all' && !chains.has(chain)) continue;
+      const owner = this.#chains.get(chain);
+      if (owner) this.#deniedBefore.set(owner, (this.#deniedBefore.get(owner) ?? 0) + n);
+      this.#deniedNow.delete(chain);
+    }
+    if (chains !== 'all') return;
+    for (const [k, n] of this.#pairsNow) {
+      if (this.#pairsBefore.has(k) || this.#pairsBefore.size < maxPairs) this.#pairsBefore.set(k, (this.#pairsBefore.get(k) ?? 0) + n);
+    }
+    this.#pairsNow = new Map();
   }
 
   #applyPolicy(type: 'put' | 'delete', p: PolicyRecord | RefusedPolicy): void {
@@ -159,7 +244,15 @@ export class PolicyEngine {
     const table = renderPolicyTable(this.#programs, { dryRun: this.#o.mode === 'dry-run' });
     const text = replaceTables([table]);
     if (text === this.#installedText) return;
-    await this.#o.tables.install([table]);
+    if (this.#installedAt !== undefined) await this.#readCounters();
+    const how = await this.#o.tables.install([table]);
+    this.#foldCounters(how === 'replaced' || !this.#table ? 'all' : rewritten(this.#table, table));
+    this.#chains = new Map();
+    for (const p of this.#programs) {
+      if (p.ingress) this.#chains.set(podChain(p.pod, 'in'), `${podKey(p.pod)} ingress`);
+      if (p.egress) this.#chains.set(podChain(p.pod, 'out'), `${podKey(p.pod)} egress`);
+    }
+    this.#table = table;
     this.#installedText = text;
     this.#installedAt = this.#clock.now();
     this.#o.log.info({ policies: this.#policies.size, pods: this.#programs.length, mode: this.#o.mode }, 'NetworkPolicy table installed');

@@ -6,7 +6,7 @@
  */
 import type { Logger } from '../core/log.js';
 import type { Exec } from './exec.js';
-import { type OwnedTable, deleteTables, replaceTables, shapeText, tableShape } from './nft-table.js';
+import { type OwnedTable, deleteTables, replaceTables, shapeText, tableShape, updateTable } from './nft-table.js';
 
 /** What weft reads of an `nft -j` listing. */
 interface NftItem {
@@ -39,12 +39,51 @@ export class NftOwner {
     this.#installed = now.shape === tables.map(tableShape).join(' ') ? now.text : '';
   }
 
+  /**
+   * Makes the owner's tables these by changing only what differs from the last ones written
+   * (updateTable), in one transaction; replaces them whole where a difference cannot be written
+   * as changes, where the kernel's tables are not known to be as written, or where the changes
+   * fail. `updated` keeps the counters of unchanged chains; `replaced` starts every counter over.
+   */
+  async update(tables: readonly OwnedTable[]): Promise<'updated' | 'replaced'> {
+    const texts = this.#installed !== '' && this.#tables.length === tables.length ? tables.map((t, i) => updateTable(this.#tables[i]!, t)) : [];
+    if (texts.length === 0 || texts.some((x) => x === undefined)) {
+      await this.install(tables);
+      return 'replaced';
+    }
+    const text = texts.join('');
+    if (text !== '') {
+      try {
+        await this.#exec('nft', ['-f', '-'], text);
+      } catch (err) {
+        this.#log.warn({ err, tables: tables.map((t) => t.name) }, 'changing the nftables tables in place failed; replacing them whole');
+        await this.install(tables);
+        return 'replaced';
+      }
+    }
+    this.#tables = tables;
+    const now = await this.#list();
+    this.#installed = now.shape === tables.map(tableShape).join(' ') ? now.text : '';
+    return 'updated';
+  }
+
   /** One drift check: true when the tables had changed and were written again. */
   async check(): Promise<boolean> {
     if ((await this.#list()).text === this.#installed) return false;
     this.#log.warn({ tables: this.#tables.map((t) => t.name) }, 'nftables rules changed behind our back; re-applying');
     await this.install(this.#tables);
     return true;
+  }
+
+  /** The items of one of the owner's tables as `nft -j` lists them now (counters and dynamic sets included); none when it is missing. */
+  async read(table: Pick<OwnedTable, 'family' | 'name'>): Promise<readonly unknown[]> {
+    let listing: string;
+    try {
+      listing = await this.#exec('nft', ['-j', 'list', 'table', table.family, table.name]);
+    } catch {
+      return [];
+    }
+    return ((JSON.parse(listing) as { nftables?: unknown[] }).nftables ?? []).filter((i) => !(typeof i === 'object' && i !== null && 'metainfo' in i));
   }
 
   /** Deletes these tables where they exist. */
@@ -68,8 +107,12 @@ export class NftOwner {
         shapes.push(`${t.name}: missing`);
         continue;
       }
-      const items = ((JSON.parse(listing) as { nftables?: NftItem[] }).nftables ?? []).filter((i) => !('metainfo' in i));
-      texts.push(JSON.stringify(items, (k, v: unknown) => (k === 'handle' ? undefined : v)));
+      const dynamic = new Set((t.sets ?? []).filter((s) => s.dynamic).map((s) => s.name));
+      // Counters count and dynamic sets fill as packets pass: neither is drift.
+      const items = ((JSON.parse(listing) as { nftables?: NftItem[] }).nftables ?? [])
+        .filter((i) => !('metainfo' in i))
+        .map((i): NftItem => (i.set && dynamic.has(i.set.name) ? { set: { ...i.set, elem: [] } } : i));
+      texts.push(JSON.stringify(items, (k, v: unknown) => (k === 'handle' || k === 'packets' || k === 'bytes' ? undefined : v)));
       const chains = items.flatMap((i) => (i.chain ? [i.chain.name] : []));
       const sets = items.flatMap((i): Array<[string, number]> => {
         const s = i.set ?? i.map;

@@ -79,7 +79,7 @@ test('IPv6 and dual-stack: ip6 matches and ff00::/8; without --ip-masq no postrt
   assert.ok(!nftRuleset([v4], { ...all, randomFully: false }).includes('fully-random'));
   assert.ok(nftRuleset([{ family: 4, network: v4.network }], all).includes('chain forward') && !nftRuleset([{ family: 4, network: v4.network }], all).includes('postrtg'), 'no masquerade before the subnet is known');
   // The shape a listing must show comes from the description: no count is written twice.
-  assert.equal(nftShape([v4, v6], all), 'flannel-ipv4:postrtg=6,forward=2 flannel-ipv6:postrtg=6,forward=2');
+  assert.equal(nftShape([v4, v6], all), 'flannel-ipv4:forward=2,postrtg=6 flannel-ipv6:forward=2,postrtg=6');
   assert.equal(nftShape([v4], { ...all, masquerade: false }), 'flannel-ipv4:forward=2 flannel-ipv6:');
   assert.equal(nftDeleteTables(), 'add table ip flannel-ipv4\ndelete table ip flannel-ipv4\nadd table ip6 flannel-ipv6\ndelete table ip6 flannel-ipv6\n');
 });

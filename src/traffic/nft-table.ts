@@ -24,6 +24,11 @@ export interface NftSet {
   /** `interval` for prefixes and ranges. */
   readonly flags?: readonly string[];
   readonly elements: readonly string[];
+  /**
+   * Filled by the rules (`update @set { ... counter }`), not by the owner: elements expire after
+   * `timeoutS` and the set holds at most `size`; a listing's elements of it are not drift.
+   */
+  readonly dynamic?: { readonly timeoutS: number; readonly size: number };
 }
 
 export interface OwnedTable {
@@ -44,7 +49,9 @@ export function replaceTables(tables: readonly OwnedTable[]): string {
     if (t.comment) lines.push(`  comment ${quote(t.comment)}`);
     for (const s of t.sets ?? []) {
       lines.push(`  ${s.map ? 'map' : 'set'} ${s.name} {`, `    type ${s.type}`);
-      if (s.flags?.length) lines.push(`    flags ${s.flags.join(', ')}`);
+      const flags = [...(s.flags ?? []), ...(s.dynamic ? ['dynamic', 'timeout'] : [])];
+      if (flags.length) lines.push(`    flags ${flags.join(', ')}`);
+      if (s.dynamic) lines.push(`    timeout ${s.dynamic.timeoutS}s`, `    size ${s.dynamic.size}`);
       if (s.elements.length > 0) lines.push(`    elements = { ${s.elements.join(', ')} }`);
       lines.push('  }');
     }
@@ -60,6 +67,76 @@ export function replaceTables(tables: readonly OwnedTable[]): string {
   return lines.join('\n') + '\n';
 }
 
+/**
+ * The transaction that turns the table `before` (as installed) into `after` by changing only what
+ * differs: new chains and sets added, changed sets flushed and filled, changed chains flushed and
+ * written, verdict-map elements added and deleted one by one, and what is gone deleted after
+ * nothing refers to it any more. Unchanged chains keep their counters and dynamic sets their
+ * elements. Undefined when only a replacement can do it: another table, a changed base chain, or a
+ * set whose declaration changed.
+ */
+export function updateTable(before: OwnedTable, after: OwnedTable): string | undefined {
+  if (before.family !== after.family || before.name !== after.name || before.comment !== after.comment) return undefined;
+  const t = `${after.family} ${after.name}`;
+  const oldChains = new Map(before.chains.map((c) => [c.name, c]));
+  const newChains = new Map(after.chains.map((c) => [c.name, c]));
+  const oldSets = new Map((before.sets ?? []).map((x) => [x.name, x]));
+  const newSets = new Map((after.sets ?? []).map((x) => [x.name, x]));
+  for (const [name, c] of newChains) {
+    const o = oldChains.get(name);
+    if (o && (JSON.stringify(o.base) !== JSON.stringify(c.base) || o.comment !== c.comment)) return undefined;
+    if (!o && c.base) return undefined;
+  }
+  for (const [name, o] of oldChains) if (!newChains.has(name) && o.base) return undefined;
+  for (const [name, x] of newSets) {
+    const o = oldSets.get(name);
+    if (o && setHead(o) !== setHead(x)) return undefined;
+  }
+  const lines: string[] = [];
+  for (const c of after.chains) if (!oldChains.has(c.name)) lines.push(`add chain ${t} ${c.name}${c.comment ? ` { comment ${quote(c.comment)}; }` : ''}`);
+  for (const x of after.sets ?? []) if (!oldSets.has(x.name)) lines.push(`add ${x.map ? 'map' : 'set'} ${t} ${x.name} { ${setHead(x)} }`);
+  const filled = (x: NftSet): void => {
+    if (x.elements.length > 0) lines.push(`add element ${t} ${x.name} { ${x.elements.join(', ')} }`);
+  };
+  for (const x of after.sets ?? []) {
+    if (x.map || x.dynamic) continue;
+    const o = oldSets.get(x.name);
+    if (!o) filled(x);
+    else if (o.elements.join() !== x.elements.join()) {
+      lines.push(`flush set ${t} ${x.name}`);
+      filled(x);
+    }
+  }
+  for (const c of after.chains) {
+    const o = oldChains.get(c.name);
+    if (o && o.rules.join('\n') === c.rules.join('\n')) continue;
+    if (o) lines.push(`flush chain ${t} ${c.name}`);
+    for (const r of c.rules) lines.push(`add rule ${t} ${c.name} ${r}`);
+  }
+  for (const x of after.sets ?? []) {
+    if (!x.map) continue;
+    const had = new Map((oldSets.get(x.name)?.elements ?? []).map((e) => [mapKey(e), e]));
+    const has = new Map(x.elements.map((e) => [mapKey(e), e]));
+    const gone = [...had].filter(([k, e]) => has.get(k) !== e).map(([k]) => k);
+    const added = [...has].filter(([k, e]) => had.get(k) !== e).map(([, e]) => e);
+    if (gone.length > 0) lines.push(`delete element ${t} ${x.name} { ${gone.join(', ')} }`);
+    if (added.length > 0) lines.push(`add element ${t} ${x.name} { ${added.join(', ')} }`);
+  }
+  for (const [name, o] of oldSets) if (o.map && !newSets.has(name)) lines.push(`delete map ${t} ${name}`);
+  for (const name of oldChains.keys()) if (!newChains.has(name)) lines.push(`delete chain ${t} ${name}`);
+  for (const [name, o] of oldSets) if (!o.map && !newSets.has(name)) lines.push(`delete set ${t} ${name}`);
+  return lines.length > 0 ? lines.join('\n') + '\n' : '';
+}
+
+/** A set's declaration, as one line: what it holds and how; its elements apart. */
+function setHead(x: NftSet): string {
+  const flags = [...(x.flags ?? []), ...(x.dynamic ? ['dynamic', 'timeout'] : [])];
+  return [`type ${x.type};`, flags.length ? `flags ${flags.join(', ')};` : '', x.dynamic ? `timeout ${x.dynamic.timeoutS}s; size ${x.dynamic.size};` : ''].filter(Boolean).join(' ');
+}
+
+/** A map element's key: what comes before ` : `. */
+const mapKey = (element: string): string => element.slice(0, element.indexOf(' : ') >= 0 ? element.indexOf(' : ') : undefined);
+
 /** Deletes the tables where they exist, and nothing else. */
 export function deleteTables(tables: ReadonlyArray<Pick<OwnedTable, 'family' | 'name'>>): string {
   return tables.flatMap((t) => [`add table ${t.family} ${t.name}`, `delete table ${t.family} ${t.name}`]).join('\n') + '\n';
@@ -71,7 +148,8 @@ export function tableShape(t: OwnedTable): string {
 }
 
 export function shapeText(name: string, chains: ReadonlyArray<readonly [string, number]>, sets: ReadonlyArray<readonly [string, number]>): string {
-  const part = (xs: ReadonlyArray<readonly [string, number]>): string => xs.map(([n, count]) => `${n}=${count}`).join(',');
+  // Sorted: a table changed in place lists what it gained after what it had.
+  const part = (xs: ReadonlyArray<readonly [string, number]>): string => xs.map(([n, count]) => `${n}=${count}`).sort().join(',');
   return sets.length > 0 ? `${name}:${part(chains)} sets:${part(sets)}` : `${name}:${part(chains)}`;
 }
 

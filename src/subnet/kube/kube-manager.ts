@@ -339,6 +339,11 @@ export class KubeManager implements SubnetManager {
     }
   }
 
+  /** This node's name: NODE_NAME, or the agent's own Pod's spec.nodeName. */
+  nodeName(signal: AbortSignal): Promise<string> {
+    return this.#ownName(signal);
+  }
+
   #ownName(signal: AbortSignal): Promise<string> {
     this.#nodeName ??= this.#findNodeName(signal);
     return this.#nodeName;
