@@ -55,8 +55,8 @@ export async function kubeMode(options: KubeModeOptions): Promise<RegistryMode> 
   });
   const drift = new ConfigDrift(log.child({ component: 'config' }), options.clock ?? systemClock);
   const setting = parseNetworkPolicySetting(flags['network-policy'], true);
-  const policy = setting === 'off' ? undefined : networkPolicyAgent({ api: client, mode: setting, nodeName: (s) => manager.nodeName(s), log: log.child({ component: 'policy' }) });
-  if (!policy) await removeLeftoverPolicyTable(log.child({ component: 'policy' }));
+  const policy = setting === 'off' ? undefined : networkPolicyAgent({ api: client, subnetFile: flags['subnet-file'], mode: setting, nodeName: (s) => manager.nodeName(s), log: log.child({ component: 'policy' }) });
+  if (!policy) await removeLeftoverPolicyTable(log.child({ component: 'policy' }), flags['subnet-file']);
   return {
     kind: 'kubernetes',
     endpoints: [access.server.origin],

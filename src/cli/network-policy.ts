@@ -14,10 +14,12 @@ import { type PolicyMode, PolicyEngine, type PolicyStatus } from '../policy/poli
 import { type NamespaceRecord, type PodRecord, type PolicyRecord, type RefusedPolicy, decodeNamespace, decodePod, decodePolicy } from '../policy/records.js';
 import { type Exec, execCommand } from '../traffic/exec.js';
 import { NftOwner } from '../traffic/nft-owner.js';
+import { PolicyHookServer, removePolicyHook } from './policy-socket.js';
 
 export type NetworkPolicySetting = 'off' | PolicyMode;
 
 export const podsPath = '/api/v1/pods';
+const podsPathIn = (namespace: string): string => `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`;
 export const namespacesPath = '/api/v1/namespaces';
 export const networkPoliciesPath = '/apis/networking.k8s.io/v1/networkpolicies';
 
@@ -41,7 +43,9 @@ const namespaceDecoder: RecordDecoder<NamespaceRecord> = { record: decodeNamespa
 const policyDecoder: RecordDecoder<PolicyRecord | RefusedPolicy> = { record: decodePolicy, key: namespaced, same: (a, b) => text(a) === text(b) };
 
 export interface NetworkPolicyAgentOptions {
-  readonly api: ResourceApi;
+  readonly api: ResourceApi & { get(path: string, signal: AbortSignal): Promise<Record<string, unknown>> };
+  /** The CNI plugin's hook lives beside it (policy-socket.ts). */
+  readonly subnetFile: string;
   readonly mode: PolicyMode;
   /** This node's name (the Node object's), once known. */
   readonly nodeName: (signal: AbortSignal) => Promise<string>;
@@ -78,7 +82,23 @@ export function networkPolicyAgent(options: NetworkPolicyAgentOptions): NetworkP
           log,
         });
         log.info({ node, mode: options.mode }, options.mode === 'enforce' ? 'NetworkPolicy enforced on this node\'s pods' : 'NetworkPolicy in a dry run: what it would reject is counted and logged, and let through');
-        await engine.run(signal);
+        const running = engine;
+        const hook = new PolicyHookServer({
+          subnetFile: options.subnetFile,
+          mode: options.mode,
+          log,
+          handler: {
+            add: async (pod, s) => {
+              const key = `${pod.namespace}/${pod.name}`;
+              // The informer has it unless its watch lags the pod's creation; then one GET.
+              const record = pods.get(key) ?? decodePod(await api.get(`${podsPathIn(pod.namespace)}/${encodeURIComponent(pod.name)}`, AbortSignal.any([s, AbortSignal.timeout(5000)])));
+              if (!record) throw new Error(`the API server has no pod ${key}`);
+              await running.admitLocalPod({ ...record, node, ips: pod.ips });
+            },
+            del: (pod) => running.forgetLocalPod(pod),
+          },
+        });
+        await Promise.all([running.run(signal), hook.run(signal)]);
       };
       // The table stays when the agent stops: the next agent replaces it in one transaction, and
       // in between the pods stay as isolated as they were (nothing fails open).
@@ -91,7 +111,8 @@ export function networkPolicyAgent(options: NetworkPolicyAgentOptions): NetworkP
  * With `--network-policy=off`: the table an earlier agent left (it was on then) goes, so that
  * turning enforcement off takes effect. Quietly nothing where nft is missing or there is no table.
  */
-export async function removeLeftoverPolicyTable(log: Logger, exec: Exec = execCommand): Promise<void> {
+export async function removeLeftoverPolicyTable(log: Logger, subnetFile: string, exec: Exec = execCommand): Promise<void> {
+  await removePolicyHook(subnetFile);
   try {
     await exec('nft', ['list', 'table', policyTable.family, policyTable.name]);
   } catch {

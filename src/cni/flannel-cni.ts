@@ -6,7 +6,9 @@
  * Beyond flannel's plugin: STATUS fails (code 50) while subnet.env is missing, so a runtime can
  * tell that the node's agent is not ready; GC removes the saved state of containers the runtime
  * no longer knows (after a DEL to their delegate); DEL keeps the saved state when the delegate's
- * DEL fails, so a retry can still clean up (flannel 1.9 leaks it).
+ * DEL fails, so a retry can still clean up (flannel 1.9 leaks it); where the agent keeps
+ * NetworkPolicy, ADD tells it the pod's addresses and waits until the pod is isolated
+ * (policy-hook.ts).
  */
 import { version as weftVersion } from '../core/version.js';
 import { access } from 'node:fs/promises';
@@ -18,6 +20,7 @@ import { checkEnv } from './cni-env.js';
 import { buildDelegateConfig, requireSubnetEnv, sortedJson } from './delegate-config.js';
 import { type DelegateLimits, execDelegate, findPlugin } from './delegate.js';
 import { type FlannelNetConf, checkVersion, parseNetConf, supportedVersions, versionAtLeast } from './netconf.js';
+import { announce, podOf, resultIps } from './policy-hook.js';
 import { type Attachment, listState, loadState, removeState, saveState } from './scratch-store.js';
 
 export interface CniIo {
@@ -92,6 +95,9 @@ async function add(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   await saveState(attachment(conf, env), bytes);
   const result = await execDelegate(plugin, 'ADD', bytes, { ...env }, delegateLimits(env, io));
   if (result.stderr) io.stderr(result.stderr);
+  // Before the result reaches the runtime, which then starts the pod's containers.
+  const pod = podOf(env);
+  if (pod) await announce(conf.subnetFile, { op: 'add', ...pod, containerId: env['CNI_CONTAINERID']!, ips: resultIps(result.stdout) }, env, io.stderr);
   io.stdout(result.stdout);
   return 0;
 }
@@ -114,6 +120,8 @@ async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   }
   await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env }, delegateLimits(env, io));
   await removeState(attachment(conf, env));
+  const pod = podOf(env);
+  if (pod) await announce(conf.subnetFile, { op: 'del', ...pod, containerId: env['CNI_CONTAINERID']!, ips: [] }, env, io.stderr);
   return 0;
 }
 

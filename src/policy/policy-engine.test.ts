@@ -6,7 +6,7 @@ import { ManualClock } from '../testing/manual-clock.js';
 import { recordingLogger } from '../testing/recording-logger.js';
 import { netpol, topology } from '../testing/netpol-topology.js';
 import { waitUntil } from '../testing/wait.js';
-import { formatIp } from '../ip/ip.js';
+import { formatIp, parseIp } from '../ip/ip.js';
 import type { OwnedTable } from '../traffic/nft-table.js';
 import { podChain } from './nft-render.js';
 import { type Changes, PolicyEngine, type PolicyMode } from './policy-engine.js';
@@ -188,4 +188,34 @@ test('what the table counted is kept across a table written whole, a drift repai
   await check('a check after it');
   assert.deepEqual(e.engine.status().denied, [{ pod: 'x/a', direction: 'ingress', packets: 11 }]);
   assert.equal(e.engine.status().deniedPairs[0]?.packets, 5, 'pairs kept in their sets while the table is changed in place');
+});
+
+test('a pod the CNI plugin has just addressed: admitted with the plugin\'s addresses, answered once its table is in, forgotten on DEL', async (t) => {
+  const e = start(t);
+  const fresh = { ...e.world.pods.find((p) => p.namespace === 'x' && p.name === 'a')!, name: 'new', ips: [] };
+  e.pods.push([...e.world.pods, fresh].map((record) => ({ type: 'put', record })));
+  e.namespaces.push(e.world.namespaces.map((record) => ({ type: 'put', record })));
+  e.policies.push([{ type: 'put', record: decodePolicy(netpol('x', 'deny', { podSelector: {} }))! }]);
+  await settle(e.clock, () => e.installs.length === 1, 'installed');
+  const chain = podChain(fresh, 'in');
+  const inMap = (n: number): string[] => e.installs[n]![0]!.sets!.find((s) => s.name === 'in4')!.elements.filter((el) => el.endsWith(chain));
+  assert.deepEqual(inMap(0), [], 'no address in the API yet: nothing to isolate');
+  let answered = false;
+  const admitted = e.engine.admitLocalPod({ ...fresh, ips: [parseIp('198.18.10.77')] }).then(() => (answered = true));
+  await e.clock.advance(10);
+  assert.equal(answered, false, 'not before the table that isolates it is in');
+  await settle(e.clock, () => answered, 'answered');
+  await admitted;
+  assert.deepEqual(inMap(e.installs.length - 1), [`198.18.10.77 : jump ${chain}`]);
+  // The informer brings the Pod still without addresses: the plugin's stay.
+  e.pods.push([{ type: 'put', record: { ...fresh, labels: { ...fresh.labels, v: '2' } } }]);
+  await e.clock.advance(500);
+  assert.deepEqual(inMap(e.installs.length - 1), [`198.18.10.77 : jump ${chain}`]);
+  e.engine.forgetLocalPod(fresh);
+  await settle(e.clock, () => inMap(e.installs.length - 1).length === 0, 'gone after the DEL');
+  // Admitting a pod the informer never brought (its watch lagging): the record given is used.
+  const unseen = { ...fresh, name: 'unseen' };
+  const second = e.engine.admitLocalPod({ ...unseen, ips: [parseIp('198.18.10.78')] });
+  await settle(e.clock, () => e.installs.at(-1)![0]!.sets!.find((s) => s.name === 'in4')!.elements.includes(`198.18.10.78 : jump ${podChain(unseen, 'in')}`), 'the unseen pod isolated');
+  await second;
 });

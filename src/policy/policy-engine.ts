@@ -95,6 +95,13 @@ export class PolicyEngine {
   /** The installed table's chains: chain name → `<pod> <direction>`. */
   #chains = new Map<string, string>();
   #table: OwnedTable | undefined;
+  /** Addresses the CNI plugin gave pods of this node that the API does not list yet, by pod. */
+  readonly #cniIps = new Map<string, readonly IpAddr[]>();
+  #kick: () => void = () => undefined;
+  /** Changes seen, and how many of them the installed table holds; admitLocalPod waits on it. */
+  #generation = 0;
+  #installedGeneration = -1;
+  #waiters: Array<{ readonly generation: number; readonly resolve: () => void }> = [];
 
   constructor(options: PolicyEngineOptions) {
     this.#o = options;
@@ -136,7 +143,40 @@ export class PolicyEngine {
   }
 
   world(nodes: ReadonlyMap<string, readonly IpAddr[]> = new Map()): World {
-    return { pods: [...this.#pods.values()], namespaces: [...this.#namespaces.values()], policies: [...this.#policies.values()], nodes };
+    // A pod the CNI plugin just gave its addresses has none in the API yet (the kubelet reports
+    // them later): the plugin's are used until then.
+    const pods = [...this.#pods.values()].map((p) => (p.ips.length === 0 && this.#cniIps.has(podKey(p)) ? { ...p, ips: this.#cniIps.get(podKey(p))! } : p));
+    return { pods, namespaces: [...this.#namespaces.values()], policies: [...this.#policies.values()], nodes };
+  }
+
+  /**
+   * A pod of this node that the CNI plugin has just given `pod.ips`, before any of its containers
+   * runs: resolves once the table that isolates it (if a policy selects it) is in. `pod` is the
+   * API's Pod where the informer has not brought it yet.
+   */
+  admitLocalPod(pod: PodRecord): Promise<void> {
+    const key = podKey(pod);
+    this.#cniIps.set(key, pod.ips);
+    if (!this.#pods.has(key)) this.#pods.set(key, pod);
+    this.#kick();
+    const target = this.#generation;
+    return new Promise((resolve) => {
+      if (this.#installedGeneration >= target) resolve();
+      else this.#waiters.push({ generation: target, resolve });
+    });
+  }
+
+  /** The CNI plugin's DEL: the addresses it gave the pod are no longer the pod's. */
+  forgetLocalPod(pod: { readonly namespace: string; readonly name: string }): void {
+    if (this.#cniIps.delete(podKey(pod))) this.#kick();
+  }
+
+  /** Every change so far is in the installed table. */
+  #settled(generation: number): void {
+    this.#installedGeneration = generation;
+    const ready = this.#waiters.filter((w) => w.generation <= generation);
+    this.#waiters = this.#waiters.filter((w) => w.generation > generation);
+    for (const w of ready) w.resolve();
   }
 
   /** Until `signal` aborts: follows the three streams and keeps the table. */
@@ -144,9 +184,11 @@ export class PolicyEngine {
     let dirty = false;
     let wake = new AbortController();
     const kick = (): void => {
+      this.#generation++;
       dirty = true;
       wake.abort();
     };
+    this.#kick = kick;
     const primed = { pods: false, namespaces: false, policies: false };
     const follow = async <R>(name: keyof typeof primed, source: Changes<R>, apply: (type: 'put' | 'delete', record: R) => void): Promise<void> => {
       for await (const batch of source) {
@@ -157,7 +199,13 @@ export class PolicyEngine {
       }
     };
     const followers = [
-      follow('pods', this.#o.pods, (type, pod) => (type === 'put' ? this.#pods.set(podKey(pod), pod) : this.#pods.delete(podKey(pod)))),
+      follow('pods', this.#o.pods, (type, pod) => {
+        if (type === 'put') this.#pods.set(podKey(pod), pod);
+        else {
+          this.#pods.delete(podKey(pod));
+          this.#cniIps.delete(podKey(pod));
+        }
+      }),
       follow('namespaces', this.#o.namespaces, (type, ns) => (type === 'put' ? this.#namespaces.set(ns.name, ns) : this.#namespaces.delete(ns.name))),
       follow('policies', this.#o.policies, (type, p) => this.#applyPolicy(type, p)),
     ].map((f) => f.catch((err: unknown) => (signal.aborted ? undefined : this.#o.log.error({ err }, 'a policy source failed'))));
@@ -240,10 +288,11 @@ export class PolicyEngine {
   }
 
   async #install(): Promise<void> {
+    const generation = this.#generation;
     this.#programs = compile(this.world(), this.#o.node);
     const table = renderPolicyTable(this.#programs, { dryRun: this.#o.mode === 'dry-run' });
     const text = replaceTables([table]);
-    if (text === this.#installedText) return;
+    if (text === this.#installedText) return this.#settled(generation);
     if (this.#installedAt !== undefined) await this.#readCounters();
     const how = await this.#o.tables.install([table]);
     this.#foldCounters(how === 'replaced' || !this.#table ? 'all' : rewritten(this.#table, table));
@@ -256,5 +305,6 @@ export class PolicyEngine {
     this.#installedText = text;
     this.#installedAt = this.#clock.now();
     this.#o.log.info({ policies: this.#policies.size, pods: this.#programs.length, mode: this.#o.mode }, 'NetworkPolicy table installed');
+    this.#settled(generation);
   }
 }

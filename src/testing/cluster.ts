@@ -347,9 +347,10 @@ export class Cluster {
 
   /**
    * Makes a pod on `node` as a container runtime does: weft's CNI plugin (as /opt/cni/bin/flannel,
-   * with kube-flannel's netconf), which delegates to the real bridge and host-local plugins.
+   * with kube-flannel's netconf), which delegates to the real bridge and host-local plugins;
+   * `k8s` names the pod in CNI_ARGS as the kubelet's runtimes do.
    */
-  async addPod(node: ClusterNode): Promise<Pod> {
+  async addPod(node: ClusterNode, k8s?: { readonly namespace: string; readonly name: string }): Promise<Pod> {
     const ns = this.#names(`${node.name.replace('node', 'p')}-`);
     await this.#ns(ns);
     const id = `${ns}-ctr`;
@@ -369,7 +370,16 @@ export class Cluster {
     };
     const out = await nsExec(node.ns, join(bin, 'flannel'), [], {
       input: JSON.stringify(conf),
-      env: { ...process.env, CNI_COMMAND: 'ADD', CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${ns}`, CNI_IFNAME: 'eth0', CNI_PATH: `${bin}:/usr/lib/cni` },
+      env: {
+        ...process.env,
+        CNI_COMMAND: 'ADD',
+        CNI_CONTAINERID: id,
+        CNI_NETNS: `/var/run/netns/${ns}`,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: `${bin}:/usr/lib/cni`,
+        // As the kubelet's runtimes pass a pod's identity.
+        ...(k8s ? { CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${k8s.namespace};K8S_POD_NAME=${k8s.name};K8S_POD_INFRA_CONTAINER_ID=${id}` } : {}),
+      },
     });
     const result = JSON.parse(out) as { ips: Array<{ address: string }> };
     const ips = result.ips.map((i) => i.address.split('/')[0]!);
