@@ -57,6 +57,10 @@ export async function kubeMode(options: KubeModeOptions): Promise<RegistryMode> 
   const setting = parseNetworkPolicySetting(flags['network-policy'], true);
   const policy = setting === 'off' ? undefined : networkPolicyAgent({ api: client, subnetFile: flags['subnet-file'], mode: setting, nodeName: (s) => manager.nodeName(s), log: log.child({ component: 'policy' }) });
   if (!policy) await removeLeftoverPolicyTable(log.child({ component: 'policy' }), flags['subnet-file']);
+  // Without --ip-masq, flannel's CNI config has the bridge plugin masquerade what a pod sends to
+  // another node: the other node then sees this node's address, not the pod's, and no pod or
+  // namespace selector can match it there.
+  if (policy && !flags['ip-masq']) log.warn({}, 'NetworkPolicy without --ip-masq: pods\' traffic to other nodes is masqueraded by the CNI bridge plugin, so peer selectors there cannot match it; run with --ip-masq, as kube-flannel.yml does');
   return {
     kind: 'kubernetes',
     endpoints: [access.server.origin],

@@ -2,17 +2,21 @@
  * The in-test API server as a process, for end-to-end tests whose agents live in namespaces:
  *   node kube-apiserver-main.js <config.json>
  * config: {host, port, certFile, keyFile, clientCaFile?, users, stateFile?, bookmarkMs?, pageCap?}.
- * Loads `stateFile` if it exists (a restart keeps nodes and resourceVersions, as etcd would) and
- * saves it on SIGTERM. Prints `ready` once listening, then takes one JSON command per stdin line
- * and answers `ok[ <JSON>]` or `error <message>`:
+ * Loads `stateFile` if it exists (a restart keeps every object and resourceVersion, as etcd
+ * would) and saves it on SIGTERM. Prints `ready` once listening, then takes one JSON command per
+ * stdin line and answers `ok[ <JSON>]` or `error <message>`:
  *   {"op":"create","name":"n1","spec":{...},"annotations":{...}}   {"op":"put","nodes":[...]}
  *   {"op":"podCIDR","name":"n1","cidr":"..."}   {"op":"annotate","name":"n1","annotations":{"k":"v"|null}}
  *   {"op":"delete","name":"n1"}   {"op":"get","name":"n1"}   {"op":"fault","fault":{...}}
  *   {"op":"drop-watches"}   {"op":"compact"}   {"op":"users","users":[...]}   {"op":"requests"}
+ * and for every kind (Node, Namespace, Pod, NetworkPolicy):
+ *   {"op":"apply","object":{"apiVersion":..,"kind":..,"metadata":{..},..}} → ok <the stored object>
+ *   {"op":"remove","kind":"Pod","namespace":"x","name":"a"}
+ *   {"op":"get","kind":"Pod","namespace":"x","name":"a"} → ok <the object>
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { type ApiUser, type Fault, type KubeNode, KubeApiServer } from './kube-apiserver.js';
+import { type ApiUser, type Fault, type KubeNode, type KubeObject, type StoreState, KubeApiServer } from './kube-apiserver.js';
 
 interface Config {
   host: string;
@@ -29,6 +33,9 @@ interface Config {
 interface Command {
   op: string;
   name?: string;
+  kind?: string;
+  namespace?: string;
+  object?: KubeObject;
   spec?: KubeNode['spec'];
   annotations?: Record<string, string | null>;
   cidr?: string;
@@ -38,7 +45,7 @@ interface Command {
 }
 
 const config = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as Config;
-const state = config.stateFile && existsSync(config.stateFile) ? (JSON.parse(readFileSync(config.stateFile, 'utf8')) as { rv: number; nodes: KubeNode[] }) : undefined;
+const state = config.stateFile && existsSync(config.stateFile) ? (JSON.parse(readFileSync(config.stateFile, 'utf8')) as StoreState) : undefined;
 const server = new KubeApiServer({
   users: config.users,
   tls: { cert: readFileSync(config.certFile, 'utf8'), key: readFileSync(config.keyFile, 'utf8'), ...(config.clientCaFile ? { clientCa: readFileSync(config.clientCaFile, 'utf8') } : {}) },
@@ -73,7 +80,12 @@ function run(cmd: Command): unknown {
     case 'delete':
       return void server.deleteNode(name);
     case 'get':
-      return server.getNode(name);
+      return cmd.kind ? server.getObject(cmd.kind, cmd.namespace ?? '', name) : server.getNode(name);
+    case 'apply':
+      if (!cmd.object) throw new Error('apply without an object');
+      return server.apply(cmd.object);
+    case 'remove':
+      return void server.remove(cmd.kind ?? '', cmd.namespace ?? '', name);
     case 'fault':
       return void server.inject(cmd.fault!);
     case 'drop-watches':

@@ -114,6 +114,70 @@ test('kubectl patch (strategic merge) changes the node; the agent\'s token may r
   assert.match(denied.stderr, /Unauthorized|must be logged in/);
 });
 
+test('kubectl apply -f creates a Namespace and a NetworkPolicy, and a second apply patches the policy; get netpol -A sees it defaulted; the agent may read it, not delete it', async (t) => {
+  const f = await startKubeFixture(t);
+  const admin = await kubectl(t, f, 'admin');
+  const dir = await mkdtemp(join(tmpdir(), 'weft-manifests-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'policy.yaml');
+  // "y" quoted: unquoted, YAML 1.1 reads it as true, which the API refuses as a label value.
+  const manifest = (port: number): string => `apiVersion: v1
+kind: Namespace
+metadata:
+  name: x
+  labels:
+    ns: x
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: allow-y
+  namespace: x
+spec:
+  podSelector:
+    matchLabels:
+      pod: a
+  ingress:
+  - from:
+    - namespaceSelector:
+        matchLabels:
+          ns: "y"
+    ports:
+    - port: ${port}
+`;
+  await writeFile(file, manifest(80));
+  const applied = await admin.run(['apply', '-f', file]);
+  assert.equal(applied.code, 0, applied.stderr);
+  assert.deepEqual(f.server.getObject('Namespace', '', 'x').metadata.labels, { ns: 'x', 'kubernetes.io/metadata.name': 'x' });
+  type Policy = { metadata: { name: string; namespace: string; uid: string }; spec: { policyTypes: string[]; ingress: Array<{ ports: unknown[] }> } };
+  const list = async (): Promise<Policy[]> => {
+    const got = await admin.run(['get', 'netpol', '-A', '-o', 'json']);
+    assert.equal(got.code, 0, got.stderr);
+    return (JSON.parse(got.stdout) as { items: Policy[] }).items;
+  };
+  const [policy] = await list();
+  assert.equal(`${policy?.metadata.namespace}/${policy?.metadata.name}`, 'x/allow-y');
+  assert.deepEqual(policy?.spec.policyTypes, ['Ingress']);
+  assert.deepEqual(policy?.spec.ingress[0]?.ports, [{ port: 80, protocol: 'TCP' }]);
+  await writeFile(file, manifest(81));
+  const again = await admin.run(['apply', '-f', file]);
+  assert.equal(again.code, 0, again.stderr);
+  const [changed] = await list();
+  assert.deepEqual(changed?.spec.ingress[0]?.ports, [{ port: 81, protocol: 'TCP' }]);
+  assert.equal(changed?.metadata.uid, policy?.metadata.uid, 'patched, not created anew');
+  assert.ok(f.server.requests.some((r) => r.method === 'PATCH' && r.url.startsWith('/apis/networking.k8s.io/v1/namespaces/x/networkpolicies/allow-y')));
+  const agent = await kubectl(t, f, 'agent');
+  assert.equal((await agent.run(['get', 'netpol', '-A', '-o', 'name'])).stdout.trim(), 'networkpolicy.networking.k8s.io/allow-y');
+  const refused = await agent.run(['delete', 'netpol', '-n', 'x', 'allow-y']);
+  assert.notEqual(refused.code, 0);
+  assert.match(refused.stderr, /forbidden/);
+  const deleted = await admin.run(['delete', 'netpol', '-n', 'x', 'allow-y']);
+  assert.equal(deleted.code, 0, deleted.stderr);
+  assert.deepEqual(await list(), []);
+  assert.equal((await admin.run(['delete', 'namespace', 'x'])).code, 0);
+  assert.equal(f.server.objects.count('Namespace'), 0);
+});
+
 test('strategic merge patch merges conditions by type; JSON merge patch replaces lists', () => {
   const node = { status: { conditions: [{ type: 'Ready', status: 'True' }] } };
   assert.deepEqual(mergePatch(structuredClone(node), { status: { conditions: [{ type: 'NetworkUnavailable', status: 'False' }] } }, true), {

@@ -3,26 +3,31 @@
  * protocol of what weft and kubectl use, over TLS as a real cluster does:
  * - HTTPS with HTTP/2 and HTTP/1.1 (ALPN), or plain HTTP/1.1 when no TLS is given;
  * - authentication as kube-apiserver: a bearer token, or a client certificate signed by the
- *   client CA whose CN names the user; 401 otherwise. Users are agents (nodes get/list/watch,
- *   nodes/status patch, pods get: flannel's ClusterRole) or admins (everything); 403 otherwise;
- * - discovery (/api, /apis, /api/v1) for kubectl; nodes list (pages, continue, resourceVersion),
- *   get, watch (history replay, bookmarks, timeoutSeconds, 410 Expired), PATCH of nodes and
- *   nodes/status (strategic merge with conditions merged by type, or JSON merge), POST and DELETE
- *   of nodes (admins); pods get;
- * - faults a test switches on (`inject`): a body cut off with the connection, a watch stream ended
- *   in the middle of an event, part of a body and then silence, 410 Gone, 429 with Retry-After,
- *   500, an answer that never comes.
- * Nodes change through the admin methods, which notify watchers as kube-apiserver does.
+ *   client CA whose CN names the user; 401 otherwise. Users are agents (get/list/watch of nodes,
+ *   pods, namespaces and networkpolicies, patch of nodes/status: flannel's ClusterRole and what a
+ *   policy agent reads) or admins (everything); 403 otherwise;
+ * - Nodes, Namespaces, Pods and NetworkPolicies (kube-resources.ts), in one store with one
+ *   resourceVersion (kube-store.ts): list (pages, continue, resourceVersion, labelSelector,
+ *   fieldSelector), get, watch (history replay, bookmarks, timeoutSeconds, 410 Expired, objects
+ *   moving in and out of the selectors), and for admins create, update, patch (strategic merge or
+ *   JSON merge) and delete (kube-rest.ts), with kube-apiserver's defaulting and validation;
+ *   discovery for kubectl (kube-discovery.ts);
+ * - faults a test switches on (`inject`), on Nodes unless told another resource: a body cut off
+ *   with the connection, a watch stream ended in the middle of an event, part of a body and then
+ *   silence, 410 Gone, 429 with Retry-After, 500, an answer that never comes.
+ * Objects change through the admin methods too, which notify watchers as kube-apiserver does.
  */
 import type * as Http from 'node:http';
 import type * as Http2 from 'node:http2';
 import type * as Https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { type KubeNode, NodeStore, type StatusError, type StoreEvent } from './kube-store.js';
-import { isObject, mergePatch } from './merge-patch.js';
+import { discovery } from './kube-discovery.js';
+import { type ResourceRoute, type ResourceType, admit, agentMay, apiVersionOf, forbidden, isKubeObject, notFound, route, typeOfKind, verbOf } from './kube-resources.js';
+import { createObject, deleteObject, deleteWithContents, isStatus, listObjects, patchObject, scopeOf, updateObject } from './kube-rest.js';
+import { type KubeNode, type KubeObject, KubeStore, NodeStore, type Scope, type StatusError, type StoreEvent, type StoreState, project } from './kube-store.js';
 
-export type { KubeNode } from './kube-store.js';
+export type { KubeNode, KubeObject, StoreState } from './kube-store.js';
 
 /** The user name kube-flannel's service account has; the tests' agents authenticate as it. */
 export const agentUser = 'system:serviceaccount:kube-flannel:flannel';
@@ -49,16 +54,19 @@ export interface ApiServerOptions {
   readonly bookmarkMs?: number;
   /** At most this many items per list page, whatever the client asks for. */
   readonly pageCap?: number;
-  /** State of an earlier instance: the restarted server keeps nodes and resourceVersion. */
-  readonly state?: { rv: number; nodes: KubeNode[] };
+  /** State of an earlier instance: the restarted server keeps its objects and resourceVersion. */
+  readonly state?: StoreState;
 }
 
 export type FaultKind = 'cut' | 'stall' | 'cut-event' | 'gone' | 'throttle' | 'error' | 'hang';
+/** `patch` stands for every write: create, update, patch and delete. */
 export type FaultTarget = 'list' | 'watch' | 'get' | 'patch';
 
 export interface Fault {
   readonly on: FaultTarget;
   readonly kind: FaultKind;
+  /** The resource (plural, e.g. `pods`) whose requests it hits. Default `nodes`. */
+  readonly resource?: string;
   /** How many matching requests it hits. Default 1. */
   readonly times?: number;
   /** cut, stall: bytes of the body sent before the connection closes (cut) or goes silent (stall). Default: half. */
@@ -82,7 +90,7 @@ type Request = Http.IncomingMessage | Http2.Http2ServerRequest;
 interface Response {
   writeHead(status: number, headers: Record<string, string | number>): unknown;
   write(chunk: string | Uint8Array, callback?: () => void): unknown;
-  end(chunk: string, callback?: () => void): unknown;
+  end(chunk: string | Uint8Array, callback?: () => void): unknown;
   end(): unknown;
   on(event: 'close', listener: () => void): unknown;
   flushHeaders?(): void;
@@ -93,15 +101,20 @@ interface Response {
 interface Watcher {
   readonly res: Response;
   readonly bookmarks: boolean;
+  readonly type: ResourceType;
+  readonly scope: Scope;
+  cut?: FaultKind;
 }
 
 export class KubeApiServer {
+  /** Every object, of every kind. */
+  readonly objects: KubeStore;
+  /** The Nodes of `objects`, by name. */
   readonly store: NodeStore;
   readonly #options: ApiServerOptions;
   #users: readonly ApiUser[];
   readonly #watchers = new Set<Watcher>();
   readonly #faults: Array<Fault & { left: number }> = [];
-  readonly #pods = new Map<string, Record<string, unknown>>();
   readonly #hanging = new Set<Response>();
   readonly #sockets = new Set<Socket>();
   #server: Http.Server | Http2.Http2SecureServer | undefined;
@@ -117,7 +130,8 @@ export class KubeApiServer {
   constructor(options: ApiServerOptions) {
     this.#options = options;
     this.#users = options.users;
-    this.store = new NodeStore(options.state);
+    this.objects = new KubeStore(options.state);
+    this.store = new NodeStore(this.objects);
   }
 
   async listen(host = '127.0.0.1', port = 0): Promise<string> {
@@ -139,7 +153,7 @@ export class KubeApiServer {
     }
     this.#server = server;
     await new Promise<void>((resolve) => server.listen(port, host, resolve));
-    this.#unsubscribe = this.store.subscribe((e) => this.#broadcast(e));
+    this.#unsubscribe = this.objects.subscribe((e) => this.#broadcast(e));
     this.#bookmarkTimer = setInterval(() => this.bookmark(), this.#options.bookmarkMs ?? 60_000);
     this.#bookmarkTimer.unref();
     const addr = server.address() as AddressInfo;
@@ -192,8 +206,37 @@ export class KubeApiServer {
     return node;
   }
 
-  createPod(namespace: string, name: string, nodeName: string): void {
-    this.#pods.set(`${namespace}/${name}`, { kind: 'Pod', apiVersion: 'v1', metadata: { name, namespace }, spec: { nodeName } });
+  /** A bare Pod on `nodeName`, as the agent reads its own (no containers: stored as is, not validated). */
+  createPod(namespace: string, name: string, nodeName: string): KubeObject {
+    return this.objects.put({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace, uid: `uid-${namespace}-${name}` }, spec: { nodeName } });
+  }
+
+  /**
+   * Creates or replaces the object a full manifest (apiVersion, kind, metadata) describes,
+   * defaulted and validated as kube-apiserver would (throws with its message if invalid); returns
+   * it as stored. Unlike a client's create, its namespace need not exist.
+   */
+  apply(manifest: KubeObject): KubeObject {
+    const type = typeOfKind(manifest.kind ?? '', manifest.apiVersion);
+    if (!type || !isKubeObject(manifest)) throw new Error(`not an object the server keeps: ${manifest.apiVersion ?? ''} ${manifest.kind ?? ''}`);
+    const old = this.objects.get(type.kind, type.namespaced ? (manifest.metadata.namespace ?? '') : '', manifest.metadata.name);
+    const admitted = admit(type, manifest, old);
+    if (isStatus(admitted)) throw new Error(admitted.message);
+    return this.objects.put(admitted);
+  }
+
+  /** Deletes an object (a Namespace with everything in it); `namespace` is ignored for cluster-scoped kinds. */
+  remove(kind: string, namespace: string, name: string): void {
+    const type = typeOfKind(kind);
+    if (!type) throw new Error(`no resource of kind ${kind}`);
+    if (!deleteWithContents(this.objects, type, type.namespaced ? namespace : '', name)) throw new Error(`no ${kind} ${type.namespaced ? `${namespace}/` : ''}${name}`);
+  }
+
+  getObject(kind: string, namespace: string, name: string): KubeObject {
+    const type = typeOfKind(kind);
+    const found = type && this.objects.get(type.kind, type.namespaced ? namespace : '', name);
+    if (!found) throw new Error(`no ${kind} ${namespace ? `${namespace}/` : ''}${name}`);
+    return found;
   }
 
   /** Replaces the users, e.g. to rotate a token: the old one is refused from now on. */
@@ -202,7 +245,7 @@ export class KubeApiServer {
   }
 
   compact(): void {
-    this.store.compact();
+    this.objects.compact();
   }
 
   inject(fault: Fault): void {
@@ -216,14 +259,16 @@ export class KubeApiServer {
   }
 
   bookmark(): void {
-    const line = JSON.stringify({ type: 'BOOKMARK', object: { kind: 'Node', apiVersion: 'v1', metadata: { resourceVersion: String(this.store.resourceVersion) } } });
-    for (const w of this.#watchers) if (w.bookmarks) w.res.write(line + '\n');
+    const metadata = { resourceVersion: String(this.objects.resourceVersion) };
+    for (const w of this.#watchers) {
+      if (w.bookmarks) w.res.write(JSON.stringify({ type: 'BOOKMARK', object: { kind: w.type.kind, apiVersion: apiVersionOf(w.type), metadata } }) + '\n');
+    }
   }
 
   // --- REST
 
-  #fault(on: FaultTarget): Fault | undefined {
-    const i = this.#faults.findIndex((f) => f.on === on);
+  #fault(on: FaultTarget, r: ResourceRoute): Fault | undefined {
+    const i = this.#faults.findIndex((f) => f.on === on && (f.resource ?? 'nodes') === r.type.plural);
     if (i < 0) return undefined;
     const f = this.#faults[i]!;
     if (--f.left <= 0) this.#faults.splice(i, 1);
@@ -243,51 +288,31 @@ export class KubeApiServer {
     });
     if (!user) return sendStatus(res, { code: 401, reason: 'Unauthorized', message: 'Unauthorized' });
     const method = req.method ?? 'GET';
-    const p = url.pathname;
-    if (method === 'GET' && p === '/api') return send(res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: String(req.headers.host ?? '') }] });
-    if (method === 'GET' && p === '/apis') return send(res, 200, { kind: 'APIGroupList', apiVersion: 'v1', groups: [] });
-    if (method === 'GET' && p === '/api/v1') return send(res, 200, resourceList);
-    const pod = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/.exec(p);
-    if (pod && method === 'GET') {
-      const found = this.#pods.get(`${pod[1]}/${pod[2]}`);
-      return found ? send(res, 200, found) : sendStatus(res, { code: 404, reason: 'NotFound', message: `pods "${pod[2]}" not found` });
+    if (method === 'GET') {
+      const doc = discovery(url.pathname, String(req.headers.host ?? req.headers[':authority'] ?? ''));
+      if (doc) return doc.body instanceof Uint8Array ? sendBytes(res, doc.contentType ?? 'application/octet-stream', doc.body) : send(res, 200, doc.body);
     }
-    const m = /^\/api\/v1\/nodes(?:\/([^/]+))?(\/status)?$/.exec(p);
-    if (!m) return sendStatus(res, { code: 404, reason: 'NotFound', message: `the server could not find the requested resource` });
-    const [, name, sub] = m;
-    const allowed = user.admin || (method === 'GET' && !sub) || (method === 'PATCH' && sub === '/status');
-    if (!allowed) {
-      const verb = method.toLowerCase();
-      return sendStatus(res, { code: 403, reason: 'Forbidden', message: `nodes${name ? ` "${name}"` : ''} is forbidden: User "${user.name}" cannot ${verb} resource "nodes${sub ?? ''}" in API group "" at the cluster scope` });
+    const r = route(url.pathname);
+    if (!r) return sendStatus(res, { code: 404, reason: 'NotFound', message: 'the server could not find the requested resource' });
+    const q = url.searchParams;
+    const verb = verbOf(method, r, q.get('watch') === 'true' || q.get('watch') === '1');
+    if (!verb) return sendStatus(res, { code: 405, reason: 'MethodNotAllowed', message: `${method} is not supported` });
+    if (!user.admin && !agentMay(r, verb)) return sendStatus(res, forbidden(user.name, verb, r));
+    if (verb === 'watch') return this.#watch(r, q, res);
+    if (verb === 'list') return this.#answer(res, 'list', r, () => listObjects(this.objects, r, q, this.#options.pageCap));
+    if (verb === 'get') return this.#answer(res, 'get', r, () => this.objects.get(r.type.kind, r.namespace ?? '', r.name!) ?? notFound(r.type, r.name!));
+    const text = await readBody(req);
+    const dryRun = q.get('dryRun') === 'All';
+    switch (verb) {
+      case 'create':
+        return this.#answer(res, 'patch', r, () => createObject(this.objects, r, text, dryRun), 201);
+      case 'update':
+        return this.#answer(res, 'patch', r, () => updateObject(this.objects, r, text, dryRun));
+      case 'patch':
+        return this.#answer(res, 'patch', r, () => patchObject(this.objects, r, text, String(req.headers['content-type'] ?? ''), dryRun));
+      default:
+        return this.#answer(res, 'patch', r, () => deleteObject(this.objects, r, dryRun));
     }
-    if (method === 'GET' && !name && (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1')) return this.#watch(url, res);
-    if (method === 'GET' && !name) return this.#answer(res, 'list', () => {
-      const result = this.store.list({
-        resourceVersion: url.searchParams.get('resourceVersion'),
-        limit: Number(url.searchParams.get('limit') ?? 0),
-        continue: url.searchParams.get('continue'),
-        ...(this.#options.pageCap ? { pageCap: this.#options.pageCap } : {}),
-      });
-      if ('code' in result) return result;
-      const metadata = { resourceVersion: result.resourceVersion, ...(result.continue ? { continue: result.continue, remainingItemCount: result.remainingItemCount } : {}) };
-      return { kind: 'NodeList', apiVersion: 'v1', metadata, items: result.items.map(stripKind) };
-    });
-    if (method === 'GET' && name) return this.#answer(res, 'get', () => this.store.get(name) ?? notFound(name));
-    if (method === 'PATCH' && name) {
-      const text = await readBody(req);
-      return this.#answer(res, 'patch', () => this.#patch(name, text, String(req.headers['content-type'] ?? '')));
-    }
-    if (method === 'POST' && !name) {
-      const text = await readBody(req);
-      return this.#answer(res, 'patch', () => this.#create(text));
-    }
-    if (method === 'DELETE' && name && !sub) {
-      const node = this.store.get(name);
-      if (!node) return sendStatus(res, notFound(name));
-      this.store.delete(name);
-      return send(res, 200, node);
-    }
-    return sendStatus(res, { code: 405, reason: 'MethodNotAllowed', message: `${method} is not supported` });
   }
 
   #authenticate(req: Request): ApiUser | undefined {
@@ -302,8 +327,8 @@ export class KubeApiServer {
   }
 
   /** Sends `make()`'s object or Status, unless a fault for `on` takes over. */
-  #answer(res: Response, on: FaultTarget, make: () => unknown): void {
-    const fault = this.#fault(on);
+  #answer(res: Response, on: FaultTarget, r: ResourceRoute, make: () => unknown, code = 200): void {
+    const fault = this.#fault(on, r);
     if (fault?.kind === 'hang') {
       this.#hanging.add(res);
       res.on('close', () => this.#hanging.delete(res));
@@ -313,11 +338,11 @@ export class KubeApiServer {
     const value = make();
     if (isStatus(value)) return sendStatus(res, value);
     const text = JSON.stringify(value);
-    if (!fault) return send(res, 200, text);
+    if (!fault) return send(res, code, text);
     // The full length is announced, part of the body sent, then the connection closes (cut) or
     // nothing more comes (stall).
     const bytes = Buffer.from(text);
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': bytes.length });
+    res.writeHead(code, { 'content-type': 'application/json', 'content-length': bytes.length });
     const part = bytes.subarray(0, Math.min(bytes.length - 1, fault.afterBytes ?? Math.floor(bytes.length / 2)));
     if (fault.kind === 'cut') {
       res.write(part, () => destroyConnection(res));
@@ -328,40 +353,8 @@ export class KubeApiServer {
     res.on('close', () => this.#hanging.delete(res));
   }
 
-  #create(text: string): KubeNode | StatusError {
-    let node: KubeNode;
-    try {
-      node = JSON.parse(text) as KubeNode;
-    } catch (err) {
-      return { code: 400, reason: 'BadRequest', message: `error decoding body: ${(err as Error).message}` };
-    }
-    const name = node?.metadata?.name;
-    if (typeof name !== 'string' || name === '') return { code: 422, reason: 'Invalid', message: 'metadata.name: Required value' };
-    if (this.store.get(name)) return { code: 409, reason: 'AlreadyExists', message: `nodes "${name}" already exists` };
-    return this.store.put({ ...node, spec: node.spec ?? {}, status: node.status ?? {} });
-  }
-
-  #patch(name: string, text: string, contentType: string): KubeNode | StatusError {
-    const node = this.store.get(name);
-    if (!node) return notFound(name);
-    const type = contentType.split(';')[0];
-    if (type !== 'application/strategic-merge-patch+json' && type !== 'application/merge-patch+json') {
-      return { code: 415, reason: 'UnsupportedMediaType', message: `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json` };
-    }
-    let patch: unknown;
-    try {
-      patch = JSON.parse(text);
-    } catch (err) {
-      return { code: 400, reason: 'BadRequest', message: `error decoding patch: ${(err as Error).message}` };
-    }
-    if (!isObject(patch)) return { code: 400, reason: 'BadRequest', message: 'patch must be a JSON object' };
-    const next = mergePatch(structuredClone(node) as unknown as Record<string, unknown>, patch, type === 'application/strategic-merge-patch+json') as unknown as KubeNode;
-    if (next.metadata?.name !== name) return { code: 422, reason: 'Invalid', message: 'metadata.name: field is immutable' };
-    return this.store.put(next);
-  }
-
-  #watch(url: URL, res: Response): void {
-    const fault = this.#fault('watch');
+  #watch(r: ResourceRoute, q: URLSearchParams, res: Response): void {
+    const fault = this.#fault('watch', r);
     if (fault?.kind === 'hang') {
       this.#hanging.add(res);
       res.on('close', () => this.#hanging.delete(res));
@@ -370,7 +363,9 @@ export class KubeApiServer {
     if (fault && (fault.kind === 'throttle' || fault.kind === 'error')) {
       return sendStatus(res, faultStatus(fault), fault.kind === 'throttle' ? { 'retry-after': String(fault.retryAfterS ?? 1) } : {});
     }
-    const replay = this.store.replay(url.searchParams.get('resourceVersion'));
+    const scope = scopeOf(r, q);
+    if (isStatus(scope)) return sendStatus(res, scope);
+    const replay = this.objects.replay(r.type.kind, q.get('resourceVersion'), scope);
     if (!Array.isArray(replay) && replay.code !== 410) return sendStatus(res, replay);
     res.writeHead(200, { 'content-type': 'application/json' });
     // As kube-apiserver: the watch's headers go out at once, not with its first event.
@@ -380,11 +375,11 @@ export class KubeApiServer {
       res.end(JSON.stringify({ type: 'ERROR', object: statusObject(status) }) + '\n');
       return;
     }
-    const watcher: Watcher & { cut?: FaultKind } = { res, bookmarks: url.searchParams.get('allowWatchBookmarks') === 'true' };
+    const watcher: Watcher = { res, bookmarks: q.get('allowWatchBookmarks') === 'true', type: r.type, scope };
     if (fault) watcher.cut = fault.kind;
     this.#watchers.add(watcher);
     for (const e of replay) this.#send(watcher, e);
-    const timeout = Number(url.searchParams.get('timeoutSeconds') ?? '0');
+    const timeout = Number(q.get('timeoutSeconds') ?? '0');
     const timer = timeout > 0 ? setTimeout(() => res.end(), timeout * 1000) : undefined;
     res.on('close', () => {
       clearTimeout(timer);
@@ -393,12 +388,15 @@ export class KubeApiServer {
   }
 
   #broadcast(e: StoreEvent): void {
-    for (const w of this.#watchers) this.#send(w, e);
+    for (const w of this.#watchers) {
+      const seen = project(e, w.type.kind, w.scope);
+      if (seen) this.#send(w, seen);
+    }
   }
 
-  #send(w: Watcher & { cut?: FaultKind }, e: StoreEvent): void {
+  #send(w: Watcher, e: StoreEvent): void {
     if (!this.#watchers.has(w)) return;
-    const line = JSON.stringify({ type: e.type, object: e.node }) + '\n';
+    const line = JSON.stringify({ type: e.type, object: e.object }) + '\n';
     if (!w.cut) {
       w.res.write(line);
       return;
@@ -418,16 +416,6 @@ function destroyConnection(res: Response): void {
   else (res.socket as Socket | null)?.destroy();
 }
 
-const resourceList = {
-  kind: 'APIResourceList',
-  groupVersion: 'v1',
-  resources: [
-    { name: 'nodes', singularName: '', namespaced: false, kind: 'Node', verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'], shortNames: ['no'] },
-    { name: 'nodes/status', singularName: '', namespaced: false, kind: 'Node', verbs: ['get', 'patch', 'update'] },
-    { name: 'pods', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get', 'list', 'watch'], shortNames: ['po'] },
-  ],
-};
-
 function faultStatus(fault: Fault): StatusError {
   switch (fault.kind) {
     case 'gone':
@@ -439,30 +427,19 @@ function faultStatus(fault: Fault): StatusError {
   }
 }
 
-function notFound(name: string): StatusError {
-  return { code: 404, reason: 'NotFound', message: `nodes "${name}" not found` };
-}
-
-function isStatus(v: unknown): v is StatusError {
-  return isObject(v) && typeof v['code'] === 'number' && typeof v['reason'] === 'string' && !('metadata' in v);
-}
-
 function statusObject(s: StatusError): Record<string, unknown> {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: s.message, reason: s.reason, ...(s.details ? { details: s.details } : {}), code: s.code };
-}
-
-/** List items carry no kind or apiVersion, as the real server sends them. */
-function stripKind(n: KubeNode): KubeNode {
-  const copy = { ...n };
-  delete copy.apiVersion;
-  delete copy.kind;
-  return copy;
 }
 
 function send(res: Response, code: number, value: unknown, headers: Record<string, string> = {}): void {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
   res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
+}
+
+function sendBytes(res: Response, contentType: string, bytes: Uint8Array): void {
+  res.writeHead(200, { 'content-type': contentType, 'content-length': bytes.length });
+  res.end(bytes);
 }
 
 function sendStatus(res: Response, s: StatusError, headers: Record<string, string> = {}): void {

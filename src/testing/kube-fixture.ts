@@ -38,7 +38,7 @@ export interface KubeFixture {
   /** Writes a new agent token and makes the server accept only it. */
   rotateToken(token: string): Promise<void>;
   /**
-   * Stops the server and starts a new one on the same port with the same nodes and
+   * Stops the server and starts a new one on the same port with the same objects and
    * resourceVersion (or `options.state`, e.g. an older one, as after an etcd restore).
    */
   restart(options?: { whileDown?: (server: KubeApiServer) => void; state?: ApiServerOptions['state'] }): Promise<void>;

@@ -1,7 +1,7 @@
-/** The in-test API server's store behaves as kube-apiserver's list and watch do. */
+/** The in-test API server's store behaves as kube-apiserver's list and watch (backed by etcd) do. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { type KubeNode, type ListResult, NodeStore, type StatusError } from './kube-store.js';
+import { type KubeNode, type KubeObject, KubeStore, type ListResult, NodeStore, type Scope, type StatusError, type StoreEvent, type StoreState, project } from './kube-store.js';
 
 const node = (name: string): KubeNode => ({ metadata: { name }, spec: { podCIDR: '198.18.1.0/24' }, status: {} });
 
@@ -75,4 +75,67 @@ test('a restarted store keeps nodes and resourceVersion; watches from before the
   assert.equal((again.replay(rv) as StatusError).code, 410);
   again.put(node('n3'));
   assert.equal(again.resourceVersion, store.resourceVersion + 1);
+});
+
+const pod = (ns: string, name: string, nodeName: string): KubeObject => ({ apiVersion: 'v1', kind: 'Pod', metadata: { namespace: ns, name }, spec: { nodeName } });
+const onNode1: Scope = { matches: (o) => (o['spec'] as { nodeName?: string }).nodeName === 'node1' };
+
+test('one resourceVersion across kinds; a list or a watch of one kind sees that kind only, in namespace-then-name order', () => {
+  const store = new KubeStore();
+  const versions = [
+    store.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x' } }),
+    store.put(pod('x', 'b', 'node1')),
+    store.put({ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { namespace: 'x', name: 'p' } }),
+    store.put(pod('a-b', 'z', 'node1')),
+  ].map((o) => Number(o.metadata.resourceVersion));
+  assert.deepEqual(versions, [101, 102, 103, 104]);
+  const pods = ok(store.list('Pod', {}));
+  assert.equal(pods.resourceVersion, '104');
+  assert.deepEqual(pods.items.map((o) => `${o.metadata.namespace}/${o.metadata.name}`), ['a-b/z', 'x/b']);
+  assert.deepEqual(ok(store.list('Pod', {}, { namespace: 'x' })).items.map((o) => o.metadata.name), ['b']);
+  const replay = store.replay('Pod', '101');
+  assert.ok(Array.isArray(replay));
+  assert.deepEqual(replay.map((e) => e.rv), [102, 104]);
+});
+
+test('a watch narrowed by a selector: an object that stops matching is DELETED (its previous state at the new version), one that starts is ADDED', () => {
+  const store = new KubeStore();
+  store.put(pod('x', 'a', 'node1'));
+  store.put(pod('x', 'b', 'node2'));
+  const from = String(store.resourceVersion);
+  const live: StoreEvent[] = [];
+  store.subscribe((e) => {
+    const seen = project(e, 'Pod', onNode1);
+    if (seen) live.push(seen);
+  });
+  store.put(pod('x', 'b', 'node2')); // neither before nor after: nothing
+  store.put(pod('x', 'a', 'node2'));
+  store.put(pod('x', 'b', 'node1'));
+  store.put(pod('x', 'b', 'node1'));
+  store.delete('Pod', 'x', 'b');
+  const replay = store.replay('Pod', from, onNode1);
+  assert.ok(Array.isArray(replay));
+  for (const events of [live, replay]) {
+    assert.deepEqual(events.map((e) => `${e.type} ${e.object.metadata.name} ${(e.object['spec'] as { nodeName: string }).nodeName} ${e.object.metadata.resourceVersion}`), [
+      'DELETED a node1 104',
+      'ADDED b node1 105',
+      'MODIFIED b node1 106',
+      'DELETED b node1 107',
+    ]);
+  }
+  assert.deepEqual(ok(store.list('Pod', {}, onNode1)).items, [], 'a list with the selector agrees');
+  assert.equal(ok(store.list('Pod', { limit: 1 }, onNode1)).remainingItemCount, undefined);
+});
+
+test('the state holds every kind; a state of nodes only ({rv, nodes}, as older tests write it) still loads', () => {
+  const store = filled(1);
+  store.objects.put(pod('x', 'a', 'n1'));
+  const again = new KubeStore(JSON.parse(JSON.stringify(store.toJSON())) as StoreState);
+  assert.equal(again.resourceVersion, store.resourceVersion);
+  assert.equal(again.get('Pod', 'x', 'a')?.metadata.resourceVersion, String(store.resourceVersion));
+  assert.equal(again.get('Node', '', 'n1')?.kind, 'Node');
+  const legacy = new NodeStore({ rv: 7, nodes: [node('old')] });
+  assert.equal(legacy.get('old')?.apiVersion, 'v1');
+  assert.equal(legacy.objects.count('Pod'), 0);
+  assert.equal(legacy.put(node('new')).metadata.resourceVersion, '8');
 });

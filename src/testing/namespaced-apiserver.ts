@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { testUsers } from './kube-apiserver.js';
-import type { KubeNode } from './kube-store.js';
+import type { KubeNode, KubeObject, StoreState } from './kube-store.js';
 import { stopProcess } from './netns.js';
 import { type TestCa, makeTestCa } from './test-ca.js';
 
@@ -79,14 +79,32 @@ export class NamespacedApiServer {
   }
 
   /**
+   * Creates or replaces the object a full manifest (apiVersion, kind, metadata, ...) describes, as
+   * an admin's create or update would: defaulted and validated (rejects with the API's message).
+   * Returns the object as stored.
+   */
+  async apply(manifest: KubeObject): Promise<KubeObject> {
+    return JSON.parse(await this.command({ op: 'apply', object: manifest })) as KubeObject;
+  }
+
+  /** Deletes an object (a Namespace with what is in it); `namespace` is ignored for cluster-scoped kinds. */
+  async remove(kind: string, namespace: string, name: string): Promise<void> {
+    await this.command({ op: 'remove', kind, namespace, name });
+  }
+
+  async getObject(kind: string, namespace: string, name: string): Promise<KubeObject> {
+    return JSON.parse(await this.command({ op: 'get', kind, namespace, name })) as KubeObject;
+  }
+
+  /**
    * Stops the server (it saves its state), lets `whileDown` change that state as another API
    * server replica writing to etcd would, and starts it again.
    */
-  async restart(whileDown?: (state: { rv: number; nodes: KubeNode[] }) => void | Promise<void>): Promise<void> {
+  async restart(whileDown?: (state: StoreState) => void | Promise<void>): Promise<void> {
     await this.#stopProcess('SIGTERM');
     if (whileDown) {
       const file = join(this.#options.dir, 'apiserver-state.json');
-      const state = JSON.parse(await readFile(file, 'utf8')) as { rv: number; nodes: KubeNode[] };
+      const state = JSON.parse(await readFile(file, 'utf8')) as StoreState;
       await whileDown(state);
       await writeFile(file, JSON.stringify(state));
     }
