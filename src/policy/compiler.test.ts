@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseIp } from '../ip/ip.js';
+import { conformanceCases } from '../testing/netpol-cases.js';
 import { allPods, ipOf, netpol, nodeIps, topology } from '../testing/netpol-topology.js';
 import { type PodProgram, compile, programAllows } from './compiler.js';
 import { merge, subtract, intervalOf } from './intervals.js';
@@ -25,30 +26,7 @@ function datapath(world: World, programs: readonly PodProgram[], from: string, t
   return programAllows(of(src.pod)?.egress, dst.ip, port, protocol) && programAllows(of(dst.pod)?.ingress, src.ip, port, protocol);
 }
 
-const cases: Record<string, readonly unknown[]> = {
-  'no policy': [],
-  'deny all ingress in x': [netpol('x', 'p', { podSelector: {} })],
-  'deny all both ways in y': [netpol('y', 'p', { podSelector: {}, policyTypes: ['Ingress', 'Egress'] })],
-  'from pod=b in the namespace': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ podSelector: { matchLabels: { pod: 'b' } } }] }] })],
-  'namespace AND pod': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } }, podSelector: { matchLabels: { pod: 'c' } } }] }] })],
-  'namespace OR pod': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }, { podSelector: { matchLabels: { pod: 'c' } } }] }] })],
-  'NotIn namespace': [netpol('x', 'p', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchExpressions: [{ key: 'ns', operator: 'NotIn', values: ['y'] }] } }] }] })],
-  'port 81 only': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ ports: [{ port: 81 }] }] })],
-  'named UDP port in': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ ports: [{ port: 'serve-81-udp', protocol: 'UDP' }] }] })],
-  'named TCP port out': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, policyTypes: ['Egress'], egress: [{ ports: [{ port: 'serve-81-tcp' }] }] })],
-  'named port out to one namespace': [netpol('x', 'p', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { ns: 'z' } } }], ports: [{ port: 'serve-80-tcp' }, { port: 81, protocol: 'UDP' }] }] })],
-  'range 79-80': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ ports: [{ port: 79, endPort: 80 }] }] })],
-  'egress to y, y/b denies ingress': [
-    netpol('x', 'out', { podSelector: { matchLabels: { pod: 'b' } }, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }] }] }),
-    netpol('y', 'in', { podSelector: { matchLabels: { pod: 'b' } } }),
-  ],
-  'ipBlock with except, and another policy\'s plain block': [
-    netpol('x', 'p1', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ ipBlock: { cidr: '198.18.2.0/24', except: [`${ipOf('y', 'b')}/32`] } }] }] }),
-    netpol('x', 'p2', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ ipBlock: { cidr: `${ipOf('y', 'b')}/32` } }] }] }),
-  ],
-  'ipBlock egress with except': [netpol('z', 'p', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '198.18.0.0/16', except: ['198.18.1.0/24', `${ipOf('y', 'c')}/32`] } }] }] })],
-  'allow all with ingress: [{}]': [netpol('x', 'p', { podSelector: {}, ingress: [{}] })],
-};
+const cases = conformanceCases(ipOf);
 
 for (const [name, policies] of Object.entries(cases)) {
   test(`compiled as the model decides: ${name}`, () => {

@@ -1,0 +1,41 @@
+/**
+ * NetworkPolicy cases after the upstream conformance suite (kubernetes/kubernetes
+ * test/e2e/network/netpol/network_policy.go) and the specification's pitfalls, on its topology
+ * (netpol-topology.ts): policies as the API server stores them. `ip` gives a pod's address, so
+ * that the same cases run against the unit topology's addresses and against the pods an
+ * end-to-end test made. The model (policy/model.ts) says what each case must allow.
+ */
+import { netpol } from './netpol-topology.js';
+
+export function conformanceCases(ip: (ns: string, pod: string) => string): Record<string, readonly unknown[]> {
+  return {
+    'no policy': [],
+    'deny all ingress in x': [netpol('x', 'p', { podSelector: {} })],
+    'deny all both ways in y': [netpol('y', 'p', { podSelector: {}, policyTypes: ['Ingress', 'Egress'] })],
+    'from pod=b in the namespace': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ podSelector: { matchLabels: { pod: 'b' } } }] }] })],
+    'namespace AND pod': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } }, podSelector: { matchLabels: { pod: 'c' } } }] }] })],
+    'namespace OR pod': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }, { podSelector: { matchLabels: { pod: 'c' } } }] }] })],
+    'NotIn namespace': [netpol('x', 'p', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchExpressions: [{ key: 'ns', operator: 'NotIn', values: ['y'] }] } }] }] })],
+    'port 81 only': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ ports: [{ port: 81 }] }] })],
+    'named UDP port in': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ ports: [{ port: 'serve-81-udp', protocol: 'UDP' }] }] })],
+    'named TCP port out': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, policyTypes: ['Egress'], egress: [{ ports: [{ port: 'serve-81-tcp' }] }] })],
+    'named port out to one namespace': [netpol('x', 'p', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { ns: 'z' } } }], ports: [{ port: 'serve-80-tcp' }, { port: 81, protocol: 'UDP' }] }] })],
+    'range 79-80': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ ports: [{ port: 79, endPort: 80 }] }] })],
+    'egress to y, y/b denies ingress': [
+      netpol('x', 'out', { podSelector: { matchLabels: { pod: 'b' } }, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }] }] }),
+      netpol('y', 'in', { podSelector: { matchLabels: { pod: 'b' } } }),
+    ],
+    'ipBlock with except, and another policy\'s plain block': [
+      netpol('x', 'p1', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ ipBlock: { cidr: '198.18.0.0/16', except: [`${ip('y', 'b')}/32`] } }] }] }),
+      netpol('x', 'p2', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ ipBlock: { cidr: `${ip('y', 'b')}/32` } }] }] }),
+    ],
+    'ipBlock egress with except': [netpol('z', 'p', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '198.18.0.0/16', except: [`${ip('x', 'a')}/32`, `${ip('y', 'c')}/32`] } }] }] })],
+    'allow all with ingress: [{}]': [netpol('x', 'p', { podSelector: {}, ingress: [{}] })],
+    'ipBlock except in one rule, the same pod by selector in another': [
+      netpol('x', 'p', {
+        podSelector: { matchLabels: { pod: 'a' } },
+        ingress: [{ from: [{ ipBlock: { cidr: '198.18.0.0/16', except: [`${ip('z', 'c')}/32`] } }], ports: [{ port: 80 }] }, { from: [{ namespaceSelector: { matchLabels: { ns: 'z' } } }] }],
+      }),
+    ],
+  };
+}
