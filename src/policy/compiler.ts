@@ -66,9 +66,13 @@ function peerAddresses(world: World, peers: readonly Peer[], namespace: string):
 
 const numeric = (p: PolicyPort): PortRange => (p.port === undefined ? { protocol: p.protocol } : { protocol: p.protocol, first: p.port as number, last: p.endPort ?? (p.port as number) });
 
-function compileRule(world: World, policy: PolicyRecord, rule: PolicyRule, direction: Direction, pod: PodRecord): CompiledRule[] {
+/** A rule's peers, for one compilation: the same for every pod its policy selects, so found once. */
+type PeerCache = Map<PolicyRule, ReturnType<typeof peerAddresses>>;
+
+function compileRule(world: World, policy: PolicyRecord, rule: PolicyRule, direction: Direction, pod: PodRecord, cache: PeerCache): CompiledRule[] {
   const name = policyName(policy);
-  const peers = rule.peers === 'all' ? undefined : peerAddresses(world, rule.peers, policy.namespace);
+  let peers = rule.peers === 'all' ? undefined : cache.get(rule);
+  if (rule.peers !== 'all' && !peers) cache.set(rule, (peers = peerAddresses(world, rule.peers, policy.namespace)));
   const addresses = peers?.intervals;
   if (rule.ports === 'all') return [{ policy: name, ...(addresses ? { addresses } : {}) }];
   const ports: PortRange[] = [];
@@ -96,13 +100,14 @@ function compileRule(world: World, policy: PolicyRecord, rule: PolicyRule, direc
 /** The program of each pod on this node that a policy selects (hostNetwork pods never are). */
 export function compile(world: World, node: string): PodProgram[] {
   const out: PodProgram[] = [];
+  const cache: PeerCache = new Map();
   for (const pod of world.pods) {
     if (pod.node !== node || pod.hostNetwork || pod.ips.length === 0) continue;
     const program: { pod: PodRecord; ingress?: CompiledRule[]; egress?: CompiledRule[]; policies: string[] } = { pod, policies: [] };
     for (const direction of ['ingress', 'egress'] as const) {
       const policies = selecting(world, pod, direction);
       if (policies.length === 0) continue;
-      program[direction] = policies.flatMap((p) => p[direction]!.flatMap((rule) => compileRule(world, p, rule, direction, pod)));
+      program[direction] = policies.flatMap((p) => p[direction]!.flatMap((rule) => compileRule(world, p, rule, direction, pod, cache)));
       for (const p of policies) if (!program.policies.includes(policyName(p))) program.policies.push(policyName(p));
     }
     if (program.ingress || program.egress) out.push(program);

@@ -59,7 +59,7 @@ test('the table\'s shape: a chain per isolated direction of each local pod, verd
   // The ipBlock's except (y/b) is cut out of its set, and y/c, selected by the other peer, merges into
   // the block; the TCP rule's port 81 is x/a's own serve-81-tcp.
   const set = (name: string) => table.sets!.find((s) => s.name === name)!;
-  const ruleSets = xa.rules.flatMap((r) => [...r.matchAll(/@(in-[0-9a-f]{16}-\d+)/g)].map((m) => m[1]!));
+  const ruleSets = xa.rules.flatMap((r) => [...r.matchAll(/@(s-[0-9a-f]{16})/g)].map((m) => m[1]!));
   assert.ok(ruleSets.length > 0 && ruleSets.every((s) => JSON.stringify(set(s).elements) === JSON.stringify(['198.18.2.0-198.18.2.10', '198.18.2.12-198.18.2.255'])), JSON.stringify(ruleSets.map((s) => set(s).elements)));
   assert.ok(xa.rules.some((r) => /meta l4proto tcp th dport \{ 80, 81 \} return$/.test(r)), xa.rules.join('\n'));
   assert.ok(xa.rules.some((r) => /meta l4proto udp th dport \{ 81-90 \} return$/.test(r)));

@@ -37,8 +37,9 @@ const dryRunPairs = { timeoutS: 3600, size: 65536 } as const;
  * to one pod rewrites only its chain and sets (nft-table.ts updateTable), and names stay within
  * nft's length limit whatever the pod is called.
  */
-export const podChain = (pod: { readonly namespace: string; readonly name: string }, tag: 'in' | 'out'): string =>
-  `${tag}-${createHash('sha256').update(`${pod.namespace}/${pod.name}`).digest('hex').slice(0, 16)}`;
+export const podChain = (pod: { readonly namespace: string; readonly name: string }, tag: 'in' | 'out'): string => `${tag}-${digest(`${pod.namespace}/${pod.name}`)}`;
+
+const digest = (text: string): string => createHash('sha256').update(text).digest('hex').slice(0, 16);
 
 const ipOfValue = (family: Family, value: bigint): string => formatIp(family === 4 ? ipv4(value) : { family: 6, value });
 const element = (i: Interval): string => (i.first === i.last ? ipOfValue(i.family, i.first) : `${ipOfValue(i.family, i.first)}-${ipOfValue(i.family, i.last)}`);
@@ -67,26 +68,45 @@ export function renderPolicyTable(programs: readonly PodProgram[], options: Rend
   const sets: NftSet[] = [];
   const chains: NftChain[] = [];
   const maps: Record<'in' | 'out', Record<Family, string[]>> = { in: { 4: [], 6: [] }, out: { 4: [], 6: [] } };
-  // A chain's sets are named after it, numbered in the order of its rules.
+  // A rule's peers are the same for every pod its policy selects: one set serves all their chains,
+  // named after the policy's rule rather than its contents, so that a peer coming or going
+  // changes the set's elements in place and no chain (nor its counters) is written over.
   let chain = '';
-  let setNo = 0;
-  const addressSet = (intervals: readonly Interval[], family: Family): string => {
-    const name = `${chain}-${setNo++}`;
-    sets.push({ name, type: addrType(family), flags: ['interval'], elements: intervals.filter((i) => i.family === family).map(element) });
+  let ordinal = new Map<string, number>();
+  const shared = new Map<string, { name: string; content: string }>();
+  const names = new Set<string>();
+  const sharedSet = (policy: string, family: Family, set: Omit<NftSet, 'name'>): string => {
+    const n = ordinal.get(policy) ?? 0;
+    ordinal.set(policy, n + 1);
+    const semantic = `${policy}|${chain.slice(0, chain.indexOf('-'))}|${n}|${family}|${set.type}`;
+    const content = set.elements.join(',');
+    const have = shared.get(semantic);
+    if (have?.content === content) return have.name;
+    // Another target resolved the rule otherwise (a named port it lacks): a set of its own.
+    const name = have ? `s-${digest(semantic)}-${digest(content).slice(0, 8)}` : `s-${digest(semantic)}`;
+    if (!have) shared.set(semantic, { name, content });
+    if (!names.has(name)) {
+      names.add(name);
+      sets.push({ name, ...set });
+    }
     return name;
   };
+  const addressSet = (policy: string, intervals: readonly Interval[], family: Family): string =>
+    sharedSet(policy, family, { type: addrType(family), flags: ['interval'], elements: intervals.filter((i) => i.family === family).map(element) });
   for (const program of programs) {
     const who = `${program.pod.namespace}/${program.pod.name}`;
     for (const [direction, rules, peerKey, tag] of [['ingress', program.ingress, 'saddr', 'in'], ['egress', program.egress, 'daddr', 'out']] as const) {
       if (!rules) continue;
       chain = podChain(program.pod, tag);
-      setNo = 0;
+      ordinal = new Map();
       const body: string[] = [];
-      for (const rule of rules) body.push(...ruleLines(rule, peerKey, addressSet, (pairs, family) => {
-        const name = `${chain}-${setNo++}`;
-        sets.push({ name, type: `${addrType(family)} . inet_proto . inet_service`, elements: pairs.filter((p) => p.address.family === family).map((p) => `${ipOfValue(family, p.address.first)} . ${proto(p.protocol)} . ${p.port}`) });
-        return name;
-      }));
+      for (const rule of rules) {
+        body.push(
+          ...ruleLines(rule, peerKey, (intervals, family) => addressSet(rule.policy, intervals, family), (pairs, family) =>
+            sharedSet(rule.policy, family, { type: `${addrType(family)} . inet_proto . inet_service`, elements: pairs.filter((p) => p.address.family === family).map((p) => `${ipOfValue(family, p.address.first)} . ${proto(p.protocol)} . ${p.port}`) }),
+          ),
+        );
+      }
       const verdict = options.dryRun
         ? [
             'counter',

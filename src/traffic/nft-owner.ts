@@ -52,14 +52,17 @@ export class NftOwner {
       return 'replaced';
     }
     const text = texts.join('');
-    if (text !== '') {
-      try {
-        await this.#exec('nft', ['-f', '-'], text);
-      } catch (err) {
-        this.#log.warn({ err, tables: tables.map((t) => t.name) }, 'changing the nftables tables in place failed; replacing them whole');
-        await this.install(tables);
-        return 'replaced';
-      }
+    if (text === '') {
+      // Nothing differs: the reference listing is still the kernel's.
+      this.#tables = tables;
+      return 'updated';
+    }
+    try {
+      await this.#exec('nft', ['-f', '-'], text);
+    } catch (err) {
+      this.#log.warn({ err, tables: tables.map((t) => t.name) }, 'changing the nftables tables in place failed; replacing them whole');
+      await this.install(tables);
+      return 'replaced';
     }
     this.#tables = tables;
     const now = await this.#list();
