@@ -55,7 +55,7 @@ export async function kubeMode(options: KubeModeOptions): Promise<RegistryMode> 
   });
   const drift = new ConfigDrift(log.child({ component: 'config' }), options.clock ?? systemClock);
   const setting = parseNetworkPolicySetting(flags['network-policy'], true);
-  const policy = setting === 'off' ? undefined : networkPolicyAgent({ api: client, subnetFile: flags['subnet-file'], mode: setting, nodeName: (s) => manager.nodeName(s), log: log.child({ component: 'policy' }) });
+  const policy = setting === 'off' ? undefined : networkPolicyAgent({ api: client, subnetFile: flags['subnet-file'], checkMs: flags['iptables-resync'] * 1000, mode: setting, nodeName: (s) => manager.nodeName(s), log: log.child({ component: 'policy' }) });
   if (!policy) await removeLeftoverPolicyTable(log.child({ component: 'policy' }), flags['subnet-file']);
   // Without --ip-masq, flannel's CNI config has the bridge plugin masquerade what a pod sends to
   // another node: the other node then sees this node's address, not the pod's, and no pod or

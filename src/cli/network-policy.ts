@@ -51,6 +51,8 @@ export interface NetworkPolicyAgentOptions {
   readonly nodeName: (signal: AbortSignal) => Promise<string>;
   readonly log: Logger;
   readonly exec?: Exec;
+  /** The drift check's period, and how often the counters are read: `--iptables-resync`, as for flannel's rules. */
+  readonly checkMs: number;
 }
 
 export interface NetworkPolicyAgent {
@@ -80,6 +82,7 @@ export function networkPolicyAgent(options: NetworkPolicyAgentOptions): NetworkP
           policies: policies.changes(signal),
           tables: { install: (t) => owner.update(t), check: () => owner.check(), read: (t) => owner.read(t) },
           log,
+          checkMs: options.checkMs,
         });
         log.info({ node, mode: options.mode }, options.mode === 'enforce' ? 'NetworkPolicy enforced on this node\'s pods' : 'NetworkPolicy in a dry run: what it would reject is counted and logged, and let through');
         const running = engine;

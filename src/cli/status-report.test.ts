@@ -20,6 +20,7 @@ test('a dry run says so first, then what it would reject per pod, then the busie
     refused: [{ policy: 'x/bad', reason: 'ingress[0].ports[0]: endPort without a port' }],
     pods: [{ pod: 'x/a', ingress: true, egress: false, policies: ['x/deny'] }],
     installedAt: now - 5000,
+    programmed: true,
     denied: [{ pod: 'x/a', direction: 'ingress', packets: 1234 }],
     deniedPairs: [{ direction: 'ingress', from: 'y/b', to: 'x/a', packets: 200 }, ...pairs],
   }), now);
@@ -33,8 +34,8 @@ test('a dry run says so first, then what it would reject per pod, then the busie
 });
 
 test('enforcing: rejected, egress named by its source; no policy part when it is off', () => {
-  const text = formatStatus(report({ mode: 'enforce', policies: 1, refused: [], pods: [], denied: [{ pod: 'y/a', direction: 'egress', packets: 3 }], deniedPairs: [] }), now);
-  assert.match(text, /^policy: {4}enforced; 1 NetworkPolicies, 0 of this node's pods isolated, no table written yet$/m);
+  const text = formatStatus(report({ mode: 'enforce', policies: 1, refused: [], pods: [], programmed: false, denied: [{ pod: 'y/a', direction: 'egress', packets: 3 }], deniedPairs: [] }), now);
+  assert.match(text, /^policy: {4}enforced; 1 NetworkPolicies, 0 of this node's pods isolated, no table written yet; changes not yet in the kernel$/m);
   assert.match(text, /^rejected: 3 packets from y\/a \(egress\)$/m);
   assert.doesNotMatch(formatStatus(report(), now), /policy/);
 });

@@ -86,7 +86,8 @@ const shownPairs = 20;
 function policyLines(p: PolicyStatus, now: number): string[] {
   const dry = p.mode === 'dry-run';
   const installed = p.installedAt ? `, table written ${ago(p.installedAt, now)}` : ', no table written yet';
-  const lines = [`policy:    ${dry ? 'DRY RUN (nothing is rejected)' : 'enforced'}; ${p.policies} NetworkPolicies, ${p.pods.length} of this node's pods isolated${installed}`];
+  const pending = p.programmed ? '' : '; changes not yet in the kernel';
+  const lines = [`policy:    ${dry ? 'DRY RUN (nothing is rejected)' : 'enforced'}; ${p.policies} NetworkPolicies, ${p.pods.length} of this node's pods isolated${installed}${pending}`];
   for (const r of p.refused) lines.push(`refused:   ${r.policy}: ${r.reason}`);
   const verb = dry ? 'would reject' : 'rejected';
   for (const d of p.denied) lines.push(`${verb}: ${d.packets} packets ${d.direction === 'ingress' ? 'to' : 'from'} ${d.pod} (${d.direction})`);

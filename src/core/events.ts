@@ -37,6 +37,10 @@ export interface WeftEvents {
   /** The traffic rule mode chosen at start (before any repair is counted). */
   readonly 'rules.mode': { readonly mode: 'iptables' | 'nftables' };
   readonly 'device.mtu': { readonly device: string; readonly mtu: number };
+  /** The NetworkPolicy table brought in line with a change: compiled, and written in place or whole (or nothing to write). */
+  readonly 'policy.program': { readonly seconds: number; readonly how: 'updated' | 'replaced' | 'unchanged' };
+  /** The NetworkPolicy table had drifted and was written again. */
+  readonly 'policy.repair': Record<string, never>;
 }
 
 export type WeftTopic = keyof WeftEvents;

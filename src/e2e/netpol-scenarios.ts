@@ -135,7 +135,7 @@ export async function startPolicyCluster(
   mode: 'enforce' | 'dry-run',
   layout: ReadonlyArray<readonly [string, string, 1 | 2]>,
 ): Promise<PolicyCluster> {
-  const cluster = await Cluster.create({ nodes: 2, config: JSON.stringify({ Network: '198.18.0.0/16', Backend: { Type: 'vxlan' } }), kube: { podCidr: (n) => `198.18.${n * 10}.0/24` }, agentFlags: ['--ip-masq', `--network-policy=${mode}`, ...healthFlags] });
+  const cluster = await Cluster.create({ nodes: 2, config: JSON.stringify({ Network: '198.18.0.0/16', Backend: { Type: 'vxlan' } }), kube: { podCidr: (n) => `198.18.${n * 10}.0/24` }, agentFlags: ['--ip-masq', `--network-policy=${mode}`, '--iptables-resync=1', ...healthFlags] });
   const servers: ChildProcess[] = [];
   cluster.destroyAfter(t, async () => {
     for (const s of servers) await stopProcess(s, 'SIGKILL').catch(() => undefined);
@@ -176,6 +176,7 @@ export interface PolicyStatusBody {
   policy?: {
     mode: string;
     policies: number;
+    programmed: boolean;
     pods: Array<{ pod: string }>;
     denied: Array<{ pod: string; direction: string; packets: number }>;
     deniedPairs: Array<{ from: string; to: string; direction: string; packets: number }>;

@@ -7,7 +7,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { netnsSkipReason } from '../testing/netns.js';
+import { netnsSkipReason, nsExec } from '../testing/netns.js';
 import { waitUntil } from '../testing/wait.js';
 import { type NetPod, expectMatrix, matrix, metrics, namespaceObject, policyObject, probe, startPolicyCluster, status } from './netpol-scenarios.js';
 
@@ -38,6 +38,11 @@ test('NetworkPolicy enforced: isolation per direction, peers by namespace and po
   await expectMatrix('y relabelled', pods, (f, to, port) => step3(f, to, port) && to.ns !== 'x');
   await api.apply(namespaceObject('y', { ns: 'y' }));
   await expectMatrix('y labelled back', pods, step3);
+
+  // The table deleted by hand: node1's pods are open for a moment, and the table comes back.
+  await nsExec(n1.ns, 'nft', ['delete', 'table', 'inet', 'weft-policy']);
+  await expectMatrix('node1\'s table put back', pods, step3);
+  assert.match(await metrics(n1), /^weft_policy_repairs_total [1-9]/m);
 
   const s = await status(cluster, n1);
   assert.equal(s.policy?.mode, 'enforce');

@@ -127,7 +127,7 @@ test('NetworkPolicy: the mode, policies enforced and refused, isolated pods, and
       mode: 'dry-run',
       policies: 3,
       refused: [{}],
-      pods: [{ ingress: true, egress: false }, { ingress: true, egress: true }],
+      pods: [{ pod: 'x/a', ingress: true, egress: false, policies: ['x/deny', 'x/web'] }, { pod: 'y/"b"', ingress: true, egress: true, policies: ['y/p'] }],
       denied: [{ pod: 'x/a', direction: 'ingress', packets: 12 }, { pod: 'y/"b"', direction: 'egress', packets: 1 }],
     };
     const text = m.render();
@@ -140,7 +140,18 @@ test('NetworkPolicy: the mode, policies enforced and refused, isolated pods, and
       'weft_policy_isolated_pods{direction="egress"} 1',
       'weft_policy_denied_packets_total{pod="x/a",direction="ingress",mode="dry-run"} 12',
       'weft_policy_denied_packets_total{pod="y/\\"b\\"",direction="egress",mode="dry-run"} 1',
+      'weft_policy_denied_packets_by_policy{policy="x/deny",direction="ingress",mode="dry-run"} 12',
+      'weft_policy_denied_packets_by_policy{policy="x/web",direction="ingress",mode="dry-run"} 12',
+      'weft_policy_denied_packets_by_policy{policy="y/p",direction="egress",mode="dry-run"} 1',
+      'weft_policy_repairs_total 0',
     ]) assert.ok(text.split('\n').includes(line), `missing: ${line}`);
+    publish('policy.program', { seconds: 0.02, how: 'updated' });
+    publish('policy.program', { seconds: 0.001, how: 'unchanged' });
+    publish('policy.repair', {});
+    const after = m.render().split('\n');
+    assert.ok(after.includes('weft_policy_program_seconds_count 1'), 'a change that wrote nothing is no programming');
+    assert.ok(after.includes('weft_policy_program_seconds_bucket{le="0.025"} 1'));
+    assert.ok(after.includes('weft_policy_repairs_total 1'));
   } finally {
     m.close();
   }

@@ -98,7 +98,7 @@ export interface PolicyFigures {
   readonly mode: string;
   readonly policies: number;
   readonly refused: readonly unknown[];
-  readonly pods: ReadonlyArray<{ readonly ingress: boolean; readonly egress: boolean }>;
+  readonly pods: ReadonlyArray<{ readonly pod: string; readonly ingress: boolean; readonly egress: boolean; readonly policies: readonly string[] }>;
   readonly denied: ReadonlyArray<{ readonly pod: string; readonly direction: string; readonly packets: number }>;
 }
 
@@ -208,7 +208,7 @@ export class Metrics {
     }
     const policy = options.policy;
     if (policy) {
-      const add = (name: string, help: string, type: 'counter' | 'gauge', render: (p: PolicyFigures) => string[]): void => {
+      const add = (name: string, help: string, type: Family['type'], render: (p: PolicyFigures) => string[]): void => {
         this.#families.push({ name, help, type, render: () => {
           const p = policy();
           return p ? render(p) : [];
@@ -226,6 +226,23 @@ export class Metrics {
       add('weft_policy_denied_packets_total', 'Packets NetworkPolicy rejected (mode="enforce") or would have rejected (mode="dry-run"), by pod of this node and direction.', 'counter', (p) =>
         p.denied.map((d) => `weft_policy_denied_packets_total${labelText({ pod: d.pod, direction: d.direction, mode: p.mode })} ${number(d.packets)}`),
       );
+      add('weft_policy_denied_packets_by_policy', 'The packets rejected (or, in a dry run, that would have been) for the pods of this node each policy selects now: no single policy rejects, so a packet counts for every policy of its pod.', 'gauge', (p) => {
+        const by = new Map<string, number>();
+        for (const d of p.denied) {
+          for (const policy of p.pods.find((x) => x.pod === d.pod)?.policies ?? []) {
+            const k = labelText({ policy, direction: d.direction, mode: p.mode });
+            by.set(k, (by.get(k) ?? 0) + d.packets);
+          }
+        }
+        return [...by].map(([k, n]) => `weft_policy_denied_packets_by_policy${k} ${number(n)}`);
+      });
+      // Shown only while policy is on, like the rest of the family.
+      const programs = new Histogram('weft_policy_program_seconds', 'NetworkPolicy changes from compilation to the table in the kernel (written in place or whole), and how long each took.', latencyBuckets);
+      add(programs.name, programs.help, programs.type, () => programs.render());
+      let repairsSeen = 0;
+      add('weft_policy_repairs_total', 'Times the NetworkPolicy table had drifted (a table, chain, rule or set element changed by hand) and was written again.', 'counter', () => [`weft_policy_repairs_total ${repairsSeen}`]);
+      this.#unsubscribe.push(subscribe('policy.program', (m) => (m.how === 'unchanged' ? undefined : programs.observe(m.seconds))));
+      this.#unsubscribe.push(subscribe('policy.repair', () => void repairsSeen++));
     }
     const on = this.#unsubscribe;
     on.push(subscribe('lease', (m) => {

@@ -6,6 +6,7 @@
  * server or nft: the daemon hands it change streams and the table's owner.
  */
 import { Backoff } from '../core/backoff.js';
+import { publish } from '../core/events.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { type IpAddr, formatIp } from '../ip/ip.js';
@@ -45,7 +46,7 @@ export interface PolicyEngineOptions {
   readonly clock?: Clock;
   /** Quiet time after a change before compiling. Default 50 ms. */
   readonly debounceMs?: number;
-  /** Drift checks. Default 10 s. */
+  /** Drift checks, and reads of the counters. Default 10 s. */
   readonly checkMs?: number;
 }
 
@@ -57,6 +58,8 @@ export interface PolicyStatus {
   readonly pods: ReadonlyArray<{ readonly pod: string; readonly ingress: boolean; readonly egress: boolean; readonly policies: readonly string[] }>;
   /** When the table last went in (ms since the epoch); absent before the first. */
   readonly installedAt?: number;
+  /** Every change the engine has been told of is in the kernel's table (what a caller waits on, not a sleep). */
+  readonly programmed: boolean;
   /** Packets rejected (enforcing) or that would have been (a dry run), per pod and direction, since the agent started. */
   readonly denied: ReadonlyArray<{ readonly pod: string; readonly direction: 'ingress' | 'egress'; readonly packets: number }>;
   /** A dry run's pairs behind those packets, the busiest first: pods by name, anything else by address. */
@@ -134,6 +137,7 @@ export class PolicyEngine {
     return {
       denied,
       deniedPairs,
+      programmed: this.#installedGeneration === this.#generation,
       mode: this.#o.mode,
       policies: this.#policies.size,
       refused: [...this.#refused].map(([policy, reason]) => ({ policy, reason })),
@@ -230,7 +234,10 @@ export class PolicyEngine {
             nextCheck = this.#clock.now() + checkMs;
             await this.#readCounters();
             // A table written again after drift counts from 0: what it had counted is kept.
-            if (await this.#o.tables.check()) this.#foldCounters('all');
+            if (await this.#o.tables.check()) {
+              this.#foldCounters('all');
+              publish('policy.repair', {});
+            }
           }
           retry.reset();
         } catch (err) {
@@ -288,11 +295,15 @@ export class PolicyEngine {
   }
 
   async #install(): Promise<void> {
+    const t0 = performance.now();
     const generation = this.#generation;
     this.#programs = compile(this.world(), this.#o.node);
     const table = renderPolicyTable(this.#programs, { dryRun: this.#o.mode === 'dry-run' });
     const text = replaceTables([table]);
-    if (text === this.#installedText) return this.#settled(generation);
+    if (text === this.#installedText) {
+      publish('policy.program', { seconds: (performance.now() - t0) / 1000, how: 'unchanged' });
+      return this.#settled(generation);
+    }
     if (this.#installedAt !== undefined) await this.#readCounters();
     const how = await this.#o.tables.install([table]);
     this.#foldCounters(how === 'replaced' || !this.#table ? 'all' : rewritten(this.#table, table));
@@ -304,7 +315,9 @@ export class PolicyEngine {
     this.#table = table;
     this.#installedText = text;
     this.#installedAt = this.#clock.now();
-    this.#o.log.info({ policies: this.#policies.size, pods: this.#programs.length, mode: this.#o.mode }, 'NetworkPolicy table installed');
+    const seconds = (performance.now() - t0) / 1000;
+    publish('policy.program', { seconds, how });
+    this.#o.log.info({ policies: this.#policies.size, pods: this.#programs.length, mode: this.#o.mode, how, ms: Math.round(seconds * 1000) }, 'NetworkPolicy table installed');
     this.#settled(generation);
   }
 }

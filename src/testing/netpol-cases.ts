@@ -31,6 +31,8 @@ export function conformanceCases(ip: (ns: string, pod: string) => string): Recor
     ],
     'ipBlock egress with except': [netpol('z', 'p', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '198.18.0.0/16', except: [`${ip('x', 'a')}/32`, `${ip('y', 'c')}/32`] } }] }] })],
     'allow all with ingress: [{}]': [netpol('x', 'p', { podSelector: {}, ingress: [{}] })],
+    // Upstream marks these "security hole if you fail this test": they run without SCTP too.
+    'an SCTP-only rule opens no TCP or UDP': [netpol('x', 'p', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ ports: [{ port: 80, protocol: 'SCTP' }] }] })],
     'ipBlock except in one rule, the same pod by selector in another': [
       netpol('x', 'p', {
         podSelector: { matchLabels: { pod: 'a' } },
