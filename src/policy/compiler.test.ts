@@ -12,7 +12,7 @@ import { allPods, ipOf, netpol, nodeIps, topology } from '../testing/netpol-topo
 import { type PodProgram, compile, programAllows } from './compiler.js';
 import { merge, subtract, intervalOf } from './intervals.js';
 import { type World, allowed, endpointOf } from './model.js';
-import type { Protocol } from './records.js';
+import { type Protocol, decodePolicy } from './records.js';
 import { parseCidr } from '../ip/cidr.js';
 
 /** What the two nodes' compiled programs decide for one connection between pods. */
@@ -64,4 +64,23 @@ test('intervals: an except cut out of its block, touching ranges merged, another
   const merged = merge([...cut, intervalOf(parseCidr('198.18.2.64/26')), intervalOf(parseCidr('2001:db8::/64'))]);
   assert.deepEqual(merged.map((i) => i.family), [4, 6]);
   assert.equal(merged[0]!.last - merged[0]!.first, 255n);
+});
+
+test('hostile input: 10,000 ipBlocks, a selector matching nothing, a policy whose namespace is gone, a pod without an address', () => {
+  const blocks = Array.from({ length: 10_000 }, (_, i) => ({ ipBlock: { cidr: `198.${18 + (i >> 14)}.${(i >> 6) & 255}.${(i & 63) * 4}/31` } }));
+  const world = topology([
+    netpol('x', 'many', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: blocks }] }),
+    netpol('x', 'nothing', { podSelector: { matchLabels: { pod: 'c' } }, ingress: [{ from: [{ podSelector: { matchLabels: { pod: 'nobody' } } }] }] }),
+  ]);
+  const gone = decodePolicy(netpol('deleted', 'orphan', { podSelector: {} }))!;
+  const addressless = { ...world.pods.find((p) => p.namespace === 'x' && p.name === 'b')!, name: 'pending', ips: [], node: 'node1' };
+  const programs = compile({ ...world, policies: [...world.policies, gone as never], pods: [...world.pods, addressless] }, 'node1');
+  const xa = programs.find((p) => p.pod.name === 'a' && p.pod.namespace === 'x')!;
+  assert.equal(xa.ingress!.length, 1);
+  assert.equal(xa.ingress![0]!.addresses!.length, 10_000, 'every block kept, none merged away (they do not touch)');
+  const xc = programs.find((p) => p.pod.name === 'c' && p.pod.namespace === 'x')!;
+  assert.deepEqual(xc.ingress!.map((r) => r.addresses), [[]], 'a selector matching nothing allows nothing');
+  assert.ok(!programs.some((p) => p.pod.name === 'pending'), 'a pod without an address has nothing to isolate yet');
+  assert.ok(!programs.some((p) => p.pod.namespace === 'deleted'), 'a policy of a namespace without pods selects nothing');
+  assert.equal(programAllows(xc.ingress, parseIp(ipOf('x', 'b')), 80, 'TCP'), false);
 });

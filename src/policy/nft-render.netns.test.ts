@@ -67,3 +67,16 @@ test('the table\'s shape: a chain per isolated direction of each local pod, verd
   const dry = renderPolicyTable(compile(world, 'node1'), { dryRun: true }).chains.find((c) => c.name === chain('x', 'a', 'in'))!;
   assert.deepEqual(dry.rules.slice(-5), ['counter comment "x/in, x/out"', 'update @dry-in4 { ip saddr . ip daddr counter }', 'update @dry-in6 { ip6 saddr . ip6 daddr counter }', 'limit rate 10/second log prefix "weft-policy dry run x/a ingress: " level info', 'return']);
 });
+
+test('10,000 ipBlocks in one rule: one set nft takes in one transaction', { skip }, async (t) => {
+  const ns = `weftpol${process.pid % 100000}big`;
+  await createNetns(ns);
+  t.after(() => deleteNetns(ns));
+  const blocks = Array.from({ length: 10_000 }, (_, i) => ({ ipBlock: { cidr: `198.${18 + (i >> 14)}.${(i >> 6) & 255}.${(i & 63) * 4}/31` } }));
+  const table = renderPolicyTable(compile(topology([netpol('x', 'many', { podSelector: {}, ingress: [{ from: blocks }] })]), 'node1'));
+  const big = table.sets!.filter((s) => s.elements.length === 10_000);
+  assert.equal(big.length, 1, 'the chains of x\'s pods on node1 share one set');
+  await nsExec(ns, 'nft', ['-f', '-'], { input: replaceTables([table]) });
+  const listed = JSON.parse(await nsExec(ns, 'nft', ['-j', 'list', 'set', 'inet', 'weft-policy', big[0]!.name])) as { nftables: Array<{ set?: { elem?: unknown[] } }> };
+  assert.equal(listed.nftables.find((i) => i.set)?.set?.elem?.length, 10_000);
+});
