@@ -1,13 +1,13 @@
 /**
- * `make bench`, NetworkPolicy part (needs root): a cluster of BENCH_POLICY_PODS pods (5000) in 50
- * namespaces, 110 of them on this node (Kubernetes' default pod limit per node), and 4 policies
- * per namespace (default deny, same-namespace and cross-namespace allows with named ports, an
- * ipBlock egress with an except):
+ * `make bench`, NetworkPolicy part (needs root): clusters of 1000 and 5000 pods in 50 namespaces,
+ * about 110 of them on this node (Kubernetes' default pod limit per node), with 100 and 1000
+ * policies (default deny, same-namespace and cross-namespace allows with named ports, ipBlock
+ * egress with an except and port ranges, in turn; BENCH_POLICY_GRID=pods x policies,...):
  * - compiling and rendering the node's table (what every change costs before nft);
  * - the first install of the table in a throwaway namespace, by real nft;
  * - one local pod relabelled: the change written in place (NftOwner.update) against the table
  *   written whole (NftOwner.install), in the same run, with the size of each transaction;
- * - the resident memory the engine's world and programs hold (RssAnon of this process).
+ * - the heap the world, programs and table hold after a collection.
  * flanneld has no NetworkPolicy to compare with.
  */
 import { readFileSync } from 'node:fs';
@@ -21,10 +21,11 @@ import { type Exec, execCommand } from '../src/traffic/exec.js';
 import { NftOwner } from '../src/traffic/nft-owner.js';
 import { replaceTables, updateTable } from '../src/traffic/nft-table.js';
 
-const podCount = Number(process.env['BENCH_POLICY_PODS'] ?? 5000);
 const runs = Math.max(3, Number(process.env['BENCH_RUNS'] ?? 5));
 const namespaces = 50;
 const localPods = 110;
+/** pods x policies, as the issue asks: 1000 and 5000 pods, 100 and 1000 policies. */
+const grid = (process.env['BENCH_POLICY_GRID'] ?? '1000x100,1000x1000,5000x100,5000x1000').split(',').map((g) => g.split('x').map(Number) as [number, number]);
 const say = (line = ''): void => void process.stdout.write(line + '\n');
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const ms = (x: number): string => `${x.toFixed(1)} ms`;
@@ -35,45 +36,56 @@ const rss = (): { anon: number; file: number; heap: number } => {
 };
 const log = createLogger({ level: 'error' });
 
-function world(relabel?: string): World {
+function world(podCount: number, policyCount: number, relabel?: string): World {
   const apps = ['frontend', 'backend', 'db', 'cache', 'worker'];
   const pods: PodRecord[] = [];
   for (let i = 0; i < podCount; i++) {
     const ns = `ns${i % namespaces}`;
     const name = `pod-${i}`;
-    const app = relabel === name ? 'quarantine' : apps[i % apps.length]!;
+    // Not i % 5 alone: the pods of the measured node (every step-th) would all be alike.
+    const app = relabel === name ? 'quarantine' : apps[(i + Math.floor(i / 10)) % apps.length]!;
     const ports = [{ name: 'http', containerPort: 8080 }, { name: 'metrics', containerPort: 9090 }];
     const ip = `198.18.${Math.floor(i / 250)}.${(i % 250) + 2}`;
-    pods.push(decodePod({ metadata: { namespace: ns, name, labels: { app, tier: i % 2 ? 'a' : 'b' } }, spec: { nodeName: i % Math.ceil(podCount / localPods) === 0 ? 'node1' : 'other', containers: [{ ports }] }, status: { podIP: ip } })!);
+    pods.push(decodePod({ metadata: { namespace: ns, name, labels: { app, tier: i % 2 ? 'a' : 'b', shard: `s${i % 7}` } }, spec: { nodeName: i % Math.ceil(podCount / localPods) === 0 ? 'node1' : 'other', containers: [{ ports }] }, status: { podIP: ip } })!);
   }
+  // Four kinds of policy, in turn, each copy selecting by its own shard or port so that no two are alike.
+  const kinds = [
+    (ns: string, _n: number, k: number) => ({ metadata: { namespace: ns, name: `default-deny-${k}` }, spec: { podSelector: { matchLabels: { shard: `s${k % 7}` } }, policyTypes: ['Ingress'] } }),
+    (ns: string, _n: number, k: number) => ({ metadata: { namespace: ns, name: `frontend-to-backend-${k}` }, spec: { podSelector: { matchLabels: { app: 'backend' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'frontend', shard: `s${k % 7}` } } }], ports: [{ port: 'http' }] }] } }),
+    (ns: string, n: number, k: number) => ({ metadata: { namespace: ns, name: `monitoring-${k}` }, spec: { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: `t${(n + k) % 5}` } } }], ports: [{ port: 'metrics' }] }] } }),
+    (ns: string, n: number, k: number) => ({ metadata: { namespace: ns, name: `egress-${k}` }, spec: { podSelector: { matchLabels: { app: 'worker' } }, policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '198.18.0.0/15', except: [`198.18.${(n + k) % 20}.0/24`] } }], ports: [{ port: 443 + k }, { port: 8000, endPort: 8100 }] }] } }),
+  ];
   const policies: PolicyRecord[] = [];
-  for (let n = 0; n < namespaces; n++) {
-    const ns = `ns${n}`;
-    const raw = [
-      { metadata: { namespace: ns, name: 'default-deny' }, spec: { podSelector: {}, policyTypes: ['Ingress'] } },
-      { metadata: { namespace: ns, name: 'frontend-to-backend' }, spec: { podSelector: { matchLabels: { app: 'backend' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'frontend' } } }], ports: [{ port: 'http' }] }] } },
-      { metadata: { namespace: ns, name: 'monitoring' }, spec: { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: `t${n % 5}` } } }], ports: [{ port: 'metrics' }] }] } },
-      { metadata: { namespace: ns, name: 'egress' }, spec: { podSelector: { matchLabels: { app: 'worker' } }, policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '198.18.0.0/15', except: [`198.18.${n}.0/24`] } }], ports: [{ port: 443 }, { port: 8000, endPort: 8100 }] }] } },
-    ];
-    for (const r of raw) {
-      const p = decodePolicy(r)!;
-      if (isRefused(p)) throw new Error(p.refused);
-      policies.push(p);
-    }
+  for (let i = 0; i < policyCount; i++) {
+    const n = i % namespaces;
+    const k = Math.floor(i / namespaces);
+    const p = decodePolicy(kinds[k % kinds.length]!(`ns${n}`, n, k))!;
+    if (isRefused(p)) throw new Error(p.refused);
+    policies.push(p);
   }
   return { pods, namespaces: Array.from({ length: namespaces }, (_, n) => decodeNamespace({ metadata: { name: `ns${n}`, labels: { team: `t${n % 5}` } } })!), policies, nodes: new Map() };
 }
 
-async function main(): Promise<void> {
-  const skip = netnsSkipReason();
-  if (skip) {
-    say(`policy bench skipped: ${skip}`);
-    return;
-  }
+interface Row {
+  readonly pods: number;
+  readonly policies: number;
+  readonly isolated: number;
+  readonly chains: number;
+  readonly sets: number;
+  readonly compileMs: number;
+  readonly installMs: number;
+  readonly inPlaceMs: number;
+  readonly wholeMs: number;
+  readonly kib: number;
+  readonly changeBytes: number;
+  readonly heapMiB: number;
+}
+
+async function measure(podCount: number, policyCount: number): Promise<Row> {
   const gc = (globalThis as { gc?: () => void }).gc ?? (() => undefined);
   gc();
-  const before = rss();
-  const w = world();
+  const heapBefore = process.memoryUsage().heapUsed;
+  const w = world(podCount, policyCount);
   const compileMs: number[] = [];
   let programs = compile(w, 'node1');
   let table = renderPolicyTable(programs);
@@ -84,13 +96,12 @@ async function main(): Promise<void> {
     compileMs.push(performance.now() - t0);
   }
   gc();
-  const held = rss();
-  const peakAnon = Number(/^VmHWM:\s+(\d+)/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0) / 1024;
-  // A backend loses frontend-to-backend: its chain changes, and it leaves the peers of no set.
+  const heapMiB = (process.memoryUsage().heapUsed - heapBefore) / 2 ** 20;
+  // A backend loses frontend-to-backend: its chain changes, and it leaves no set's peers.
   const relabelled = programs.find((p) => p.pod.labels['app'] === 'backend')!.pod.name;
-  const next = renderPolicyTable(compile(world(relabelled), 'node1'));
+  const next = renderPolicyTable(compile(world(podCount, policyCount, relabelled), 'node1'));
   const whole = replaceTables([table]);
-  const change = updateTable(table, next)!;
+  const change = updateTable(table, next)!.text;
   const install: number[] = [];
   const inPlace: number[] = [];
   const replaced: number[] = [];
@@ -114,17 +125,42 @@ async function main(): Promise<void> {
       await deleteNetns(ns);
     }
   }
-  say(`## NetworkPolicy (${new Date().toISOString().slice(0, 10)}, ${podCount} pods in ${namespaces} namespaces, ${programs.length} isolated on this node, ${w.policies.length} policies; medians of ${runs})`);
+  return {
+    pods: podCount,
+    policies: policyCount,
+    isolated: programs.length,
+    chains: table.chains.length,
+    sets: table.sets?.length ?? 0,
+    compileMs: median(compileMs),
+    installMs: median(install),
+    inPlaceMs: median(inPlace),
+    wholeMs: median(replaced),
+    kib: whole.length / 1024,
+    changeBytes: change.length,
+    heapMiB,
+  };
+}
+
+async function main(): Promise<void> {
+  const skip = netnsSkipReason();
+  if (skip) {
+    say(`policy bench skipped: ${skip}`);
+    return;
+  }
+  const before = rss();
+  const rows: Row[] = [];
+  for (const [pods, policies] of grid) rows.push(await measure(pods, policies));
+  const after = rss();
+  const peak = Number(/^VmHWM:\s+(\d+)/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0) / 1024;
+  say(`## NetworkPolicy (${new Date().toISOString().slice(0, 10)}; ${namespaces} namespaces, about ${localPods} pods on the measured node; medians of ${runs})`);
   say();
-  say('| step | time | nft text |');
-  say('|---|---|---|');
-  say(`| compile and render the node's table | ${ms(median(compileMs))} | ${table.chains.length} chains, ${table.sets?.length ?? 0} sets |`);
-  say(`| first install (nft -f, then the listing kept for drift checks) | ${ms(median(install))} | ${(whole.length / 1024).toFixed(0)} KiB |`);
-  say(`| one local pod relabelled, written in place | ${ms(median(inPlace))} | ${change.length} bytes, ${change.split('\n').length - 1} lines |`);
-  say(`| the same change, the table written whole | ${ms(median(replaced))} | ${(whole.length / 1024).toFixed(0)} KiB |`);
-  say(`| ratio in place / whole | ${(median(inPlace) / median(replaced)).toFixed(2)} | |`);
+  say('| pods | policies | isolated here | chains, sets | compile + render | first install | one pod changed, in place | the same, whole | in place / whole | table | change | heap held |');
+  say('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    say(`| ${r.pods} | ${r.policies} | ${r.isolated} | ${r.chains}, ${r.sets} | ${ms(r.compileMs)} | ${ms(r.installMs)} | ${ms(r.inPlaceMs)} | ${ms(r.wholeMs)} | ${(r.inPlaceMs / r.wholeMs).toFixed(2)} | ${r.kib.toFixed(0)} KiB | ${r.changeBytes} B | ${r.heapMiB.toFixed(1)} MiB |`);
+  }
   say();
-  say(`Memory of the world, programs and table (after a collection): heap used ${before.heap.toFixed(1)} → ${held.heap.toFixed(1)} MiB; RssAnon ${before.anon.toFixed(1)} → ${held.anon.toFixed(1)} MiB; peak resident (VmHWM) ${peakAnon.toFixed(1)} MiB (RssFile ${before.file.toFixed(1)} → ${held.file.toFixed(1)} MiB).`);
+  say(`The bench process: RssAnon ${before.anon.toFixed(1)} → ${after.anon.toFixed(1)} MiB, RssFile ${before.file.toFixed(1)} → ${after.file.toFixed(1)} MiB, peak resident (VmHWM) ${peak.toFixed(1)} MiB.`);
 }
 
 await main();

@@ -41,13 +41,13 @@ export interface PodProgram {
 const policyName = (p: PolicyRecord): string => `${p.namespace}/${p.name}`;
 const hostInterval = (ip: PodRecord['ips'][number]): Interval => ({ family: ip.family, first: ip.value, last: ip.value });
 
-/** The pods a peer selects (never hostNetwork ones), for a policy in `namespace`. */
-function peerPods(world: World, peer: Extract<Peer, { kind: 'pods' }>, namespace: string): PodRecord[] {
-  const namespaces = peer.namespaceSelector ? new Set(world.namespaces.filter((n) => matches(peer.namespaceSelector!, n.labels)).map((n) => n.name)) : new Set([namespace]);
-  return world.pods.filter((p) => !p.hostNetwork && namespaces.has(p.namespace) && (!peer.podSelector || matches(peer.podSelector, p.labels)));
+/** The pods a peer selects (never hostNetwork ones), for a policy in `namespace`; `byNamespace` holds the world's pods that may be peers. */
+function peerPods(world: World, peer: Extract<Peer, { kind: 'pods' }>, namespace: string, byNamespace: ReadonlyMap<string, readonly PodRecord[]>): PodRecord[] {
+  const namespaces = peer.namespaceSelector ? world.namespaces.filter((n) => matches(peer.namespaceSelector!, n.labels)).map((n) => n.name) : [namespace];
+  return namespaces.flatMap((ns) => (byNamespace.get(ns) ?? []).filter((p) => !peer.podSelector || matches(peer.podSelector, p.labels)));
 }
 
-function peerAddresses(world: World, peers: readonly Peer[], namespace: string): { intervals: Interval[]; pods: PodRecord[] } {
+function peerAddresses(world: World, peers: readonly Peer[], namespace: string, byNamespace: ReadonlyMap<string, readonly PodRecord[]>): { intervals: Interval[]; pods: PodRecord[] } {
   const intervals: Interval[] = [];
   const pods: PodRecord[] = [];
   for (const peer of peers) {
@@ -55,7 +55,7 @@ function peerAddresses(world: World, peers: readonly Peer[], namespace: string):
       // An except takes its addresses out of its own block only: another peer may still have them.
       intervals.push(...subtract(intervalOf(peer.cidr), peer.except.map(intervalOf)));
     } else {
-      for (const pod of peerPods(world, peer, namespace)) {
+      for (const pod of peerPods(world, peer, namespace, byNamespace)) {
         pods.push(pod);
         intervals.push(...pod.ips.map(hostInterval));
       }
@@ -66,13 +66,30 @@ function peerAddresses(world: World, peers: readonly Peer[], namespace: string):
 
 const numeric = (p: PolicyPort): PortRange => (p.port === undefined ? { protocol: p.protocol } : { protocol: p.protocol, first: p.port as number, last: p.endPort ?? (p.port as number) });
 
-/** A rule's peers, for one compilation: the same for every pod its policy selects, so found once. */
-type PeerCache = Map<PolicyRule, ReturnType<typeof peerAddresses>>;
+/**
+ * What one compilation finds once per rule: its peers are the same for every pod its policy
+ * selects, and so is an egress rule whole (its named ports resolve on the peers, not the pod).
+ */
+interface RuleCache {
+  /** The pods that may be peers (not hostNetwork), by namespace. */
+  readonly byNamespace: ReadonlyMap<string, readonly PodRecord[]>;
+  readonly peers: Map<PolicyRule, ReturnType<typeof peerAddresses>>;
+  readonly egress: Map<PolicyRule, CompiledRule[]>;
+}
 
-function compileRule(world: World, policy: PolicyRecord, rule: PolicyRule, direction: Direction, pod: PodRecord, cache: PeerCache): CompiledRule[] {
+function compileRule(world: World, policy: PolicyRecord, rule: PolicyRule, direction: Direction, pod: PodRecord, cache: RuleCache): CompiledRule[] {
+  if (direction === 'egress') {
+    let whole = cache.egress.get(rule);
+    if (!whole) cache.egress.set(rule, (whole = compileOnce(world, policy, rule, direction, pod, cache)));
+    return whole;
+  }
+  return compileOnce(world, policy, rule, direction, pod, cache);
+}
+
+function compileOnce(world: World, policy: PolicyRecord, rule: PolicyRule, direction: Direction, pod: PodRecord, cache: RuleCache): CompiledRule[] {
   const name = policyName(policy);
-  let peers = rule.peers === 'all' ? undefined : cache.get(rule);
-  if (rule.peers !== 'all' && !peers) cache.set(rule, (peers = peerAddresses(world, rule.peers, policy.namespace)));
+  let peers = rule.peers === 'all' ? undefined : cache.peers.get(rule);
+  if (rule.peers !== 'all' && !peers) cache.peers.set(rule, (peers = peerAddresses(world, rule.peers, policy.namespace, cache.byNamespace)));
   const addresses = peers?.intervals;
   if (rule.ports === 'all') return [{ policy: name, ...(addresses ? { addresses } : {}) }];
   const ports: PortRange[] = [];
@@ -100,7 +117,14 @@ function compileRule(world: World, policy: PolicyRecord, rule: PolicyRule, direc
 /** The program of each pod on this node that a policy selects (hostNetwork pods never are). */
 export function compile(world: World, node: string): PodProgram[] {
   const out: PodProgram[] = [];
-  const cache: PeerCache = new Map();
+  const byNamespace = new Map<string, PodRecord[]>();
+  for (const p of world.pods) {
+    if (p.hostNetwork) continue;
+    const list = byNamespace.get(p.namespace);
+    if (list) list.push(p);
+    else byNamespace.set(p.namespace, [p]);
+  }
+  const cache: RuleCache = { byNamespace, peers: new Map(), egress: new Map() };
   for (const pod of world.pods) {
     if (pod.node !== node || pod.hostNetwork || pod.ips.length === 0) continue;
     const program: { pod: PodRecord; ingress?: CompiledRule[]; egress?: CompiledRule[]; policies: string[] } = { pod, policies: [] };

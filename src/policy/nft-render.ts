@@ -73,18 +73,21 @@ export function renderPolicyTable(programs: readonly PodProgram[], options: Rend
   // changes the set's elements in place and no chain (nor its counters) is written over.
   let chain = '';
   let ordinal = new Map<string, number>();
-  const shared = new Map<string, { name: string; content: string }>();
+  const shared = new Map<string, { name: string; content: string; source: unknown }>();
   const names = new Set<string>();
-  const sharedSet = (policy: string, family: Family, set: Omit<NftSet, 'name'>): string => {
+  /** `source`: what the elements were made from; the compiler hands every chain of a rule the same one, so it is formatted once. */
+  const sharedSet = (policy: string, family: Family, source: unknown, make: () => Omit<NftSet, 'name'>): string => {
     const n = ordinal.get(policy) ?? 0;
     ordinal.set(policy, n + 1);
-    const semantic = `${policy}|${chain.slice(0, chain.indexOf('-'))}|${n}|${family}|${set.type}`;
-    const content = set.elements.join(',');
+    const semantic = `${policy}|${chain.slice(0, chain.indexOf('-'))}|${n}|${family}`;
     const have = shared.get(semantic);
+    if (have && have.source === source) return have.name;
+    const set = make();
+    const content = `${set.type}|${set.elements.join(',')}`;
     if (have?.content === content) return have.name;
     // Another target resolved the rule otherwise (a named port it lacks): a set of its own.
     const name = have ? `s-${digest(semantic)}-${digest(content).slice(0, 8)}` : `s-${digest(semantic)}`;
-    if (!have) shared.set(semantic, { name, content });
+    if (!have) shared.set(semantic, { name, content, source });
     if (!names.has(name)) {
       names.add(name);
       sets.push({ name, ...set });
@@ -92,7 +95,7 @@ export function renderPolicyTable(programs: readonly PodProgram[], options: Rend
     return name;
   };
   const addressSet = (policy: string, intervals: readonly Interval[], family: Family): string =>
-    sharedSet(policy, family, { type: addrType(family), flags: ['interval'], elements: intervals.filter((i) => i.family === family).map(element) });
+    sharedSet(policy, family, intervals, () => ({ type: addrType(family), flags: ['interval'], elements: intervals.filter((i) => i.family === family).map(element) }));
   for (const program of programs) {
     const who = `${program.pod.namespace}/${program.pod.name}`;
     for (const [direction, rules, peerKey, tag] of [['ingress', program.ingress, 'saddr', 'in'], ['egress', program.egress, 'daddr', 'out']] as const) {
@@ -103,7 +106,7 @@ export function renderPolicyTable(programs: readonly PodProgram[], options: Rend
       for (const rule of rules) {
         body.push(
           ...ruleLines(rule, peerKey, (intervals, family) => addressSet(rule.policy, intervals, family), (pairs, family) =>
-            sharedSet(rule.policy, family, { type: `${addrType(family)} . inet_proto . inet_service`, elements: pairs.filter((p) => p.address.family === family).map((p) => `${ipOfValue(family, p.address.first)} . ${proto(p.protocol)} . ${p.port}`) }),
+            sharedSet(rule.policy, family, pairs, () => ({ type: `${addrType(family)} . inet_proto . inet_service`, elements: pairs.filter((p) => p.address.family === family).map((p) => `${ipOfValue(family, p.address.first)} . ${proto(p.protocol)} . ${p.port}`) })),
           ),
         );
       }

@@ -11,18 +11,28 @@ import { type OwnedTable, deleteTables, replaceTables, shapeText, tableShape, up
 /** What weft reads of an `nft -j` listing. */
 interface NftItem {
   readonly metainfo?: unknown;
+  readonly table?: { readonly name: string };
   readonly chain?: { readonly name: string };
   readonly rule?: { readonly chain: string };
   readonly set?: { readonly name: string; readonly elem?: readonly unknown[] };
   readonly map?: { readonly name: string; readonly elem?: readonly unknown[] };
 }
 
+/**
+ * The tables as listed, object by object (`<table> chain <name>` with its rules, `<table> set
+ * <name>`, `<table> map <name>`, `<table> table`): each as JSON without what changes with no one
+ * changing anything (handles, counters, a dynamic set's elements), and its rule or element count.
+ */
+type Listing = Map<string, { readonly text: string; readonly count: number }>;
+
+const normal = (item: unknown): string => JSON.stringify(item, (k, v: unknown) => (k === 'handle' || k === 'packets' || k === 'bytes' ? undefined : v));
+
 export class NftOwner {
   readonly #exec: Exec;
   readonly #log: Logger;
   #tables: readonly OwnedTable[] = [];
-  /** The tables as `nft -j` listed them right after the last install, handles left out; '' when that listing was not what was written. */
-  #installed = '';
+  /** The tables as listed right after they were last written; undefined when that listing was not what was written. */
+  #reference: Listing | undefined;
 
   constructor(options: { exec: Exec; log: Logger }) {
     this.#exec = options.exec;
@@ -33,30 +43,28 @@ export class NftOwner {
   async install(tables: readonly OwnedTable[]): Promise<void> {
     this.#tables = tables;
     await this.#exec('nft', ['-f', '-'], replaceTables(tables));
-    const now = await this.#list();
     // The listing is a second command: someone may change the tables in between. Only a listing
     // with the shape just written becomes the reference; otherwise the next check writes again.
-    this.#installed = now.shape === tables.map(tableShape).join(' ') ? now.text : '';
+    this.#reference = this.#asWritten(await this.#list());
   }
 
   /**
    * Makes the owner's tables these by changing only what differs from the last ones written
-   * (updateTable), in one transaction; replaces them whole where a difference cannot be written
-   * as changes, where the kernel's tables are not known to be as written, or where the changes
-   * fail. `updated` keeps the counters of unchanged chains; `replaced` starts every counter over.
+   * (updateTable), in one transaction, and lists again only what it changed; replaces them whole
+   * where a difference cannot be written as changes, where the kernel's tables are not known to
+   * be as written, or where the changes fail. `updated` keeps the counters of unchanged chains;
+   * `replaced` starts every counter over.
    */
   async update(tables: readonly OwnedTable[]): Promise<'updated' | 'replaced'> {
-    const texts = this.#installed !== '' && this.#tables.length === tables.length ? tables.map((t, i) => updateTable(this.#tables[i]!, t)) : [];
-    if (texts.length === 0 || texts.some((x) => x === undefined)) {
+    const changes = this.#reference && this.#tables.length === tables.length ? tables.map((t, i) => updateTable(this.#tables[i]!, t)) : [];
+    if (changes.length === 0 || changes.some((x) => x === undefined)) {
       await this.install(tables);
       return 'replaced';
     }
-    const text = texts.join('');
-    if (text === '') {
-      // Nothing differs: the reference listing is still the kernel's.
-      this.#tables = tables;
-      return 'updated';
-    }
+    const text = changes.map((c) => c!.text).join('');
+    this.#tables = tables;
+    // Nothing differs: the reference listing is still the kernel's.
+    if (text === '') return 'updated';
     try {
       await this.#exec('nft', ['-f', '-'], text);
     } catch (err) {
@@ -64,15 +72,28 @@ export class NftOwner {
       await this.install(tables);
       return 'replaced';
     }
-    this.#tables = tables;
-    const now = await this.#list();
-    this.#installed = now.shape === tables.map(tableShape).join(' ') ? now.text : '';
+    const reference = new Map(this.#reference);
+    const relist: Array<{ table: OwnedTable; kind: 'chain' | 'set' | 'map'; name: string }> = [];
+    tables.forEach((t, i) => {
+      const touched = changes[i]!.touched;
+      for (const key of [...reference.keys()]) if (touched.gone.some((g) => key === `${t.name} ${g}`)) reference.delete(key);
+      for (const o of touched.written) relist.push({ table: t, ...o });
+    });
+    try {
+      for (const [key, entry] of await this.#listObjects(relist)) reference.set(key, entry);
+    } catch {
+      // An object gone between the change and its listing: the whole listing decides.
+      this.#reference = this.#asWritten(await this.#list());
+      return 'updated';
+    }
+    this.#reference = this.#asWritten(reference);
     return 'updated';
   }
 
   /** One drift check: true when the tables had changed and were written again. */
   async check(): Promise<boolean> {
-    if ((await this.#list()).text === this.#installed) return false;
+    const now = await this.#list();
+    if (this.#reference && sameListing(now, this.#reference)) return false;
     this.#log.warn({ tables: this.#tables.map((t) => t.name) }, 'nftables rules changed behind our back; re-applying');
     await this.install(this.#tables);
     return true;
@@ -94,35 +115,64 @@ export class NftOwner {
     await this.#exec('nft', ['-f', '-'], deleteTables(tables));
   }
 
-  /**
-   * The owner's tables in nft's JSON, without the handles (which change on every install) and
-   * metadata, and their shape as tableShape describes one.
-   */
-  async #list(): Promise<{ text: string; shape: string }> {
-    const texts: string[] = [];
-    const shapes: string[] = [];
+  /** The listing, if it has the shape just written (tableShape); else undefined. */
+  #asWritten(listing: Listing): Listing | undefined {
+    const shape = this.#tables.map((t) => {
+      const of = (kind: string): Array<[string, number]> =>
+        [...listing].filter(([k]) => k.startsWith(`${t.name} ${kind} `)).map(([k, e]) => [k.slice(`${t.name} ${kind} `.length), e.count]);
+      return listing.has(`${t.name} table`) ? shapeText(t.name, of('chain'), [...of('set'), ...of('map')]) : `${t.name}: missing`;
+    });
+    return shape.join(' ') === this.#tables.map(tableShape).join(' ') ? listing : undefined;
+  }
+
+  /** The owner's tables as listed now. */
+  async #list(): Promise<Listing> {
+    const listing: Listing = new Map();
     for (const t of this.#tables) {
-      let listing: string;
+      let text: string;
       try {
-        listing = await this.#exec('nft', ['-j', 'list', 'table', t.family, t.name]);
+        text = await this.#exec('nft', ['-j', 'list', 'table', t.family, t.name]);
       } catch {
-        texts.push(`${t.name}: missing`);
-        shapes.push(`${t.name}: missing`);
         continue;
       }
-      const dynamic = new Set((t.sets ?? []).filter((s) => s.dynamic).map((s) => s.name));
-      // Counters count and dynamic sets fill as packets pass: neither is drift.
-      const items = ((JSON.parse(listing) as { nftables?: NftItem[] }).nftables ?? [])
-        .filter((i) => !('metainfo' in i))
-        .map((i): NftItem => (i.set && dynamic.has(i.set.name) ? { set: { ...i.set, elem: [] } } : i));
-      texts.push(JSON.stringify(items, (k, v: unknown) => (k === 'handle' || k === 'packets' || k === 'bytes' ? undefined : v)));
-      const chains = items.flatMap((i) => (i.chain ? [i.chain.name] : []));
-      const sets = items.flatMap((i): Array<[string, number]> => {
-        const s = i.set ?? i.map;
-        return s ? [[s.name, s.elem?.length ?? 0]] : [];
-      });
-      shapes.push(shapeText(t.name, chains.map((c) => [c, items.filter((i) => i.rule?.chain === c).length]), sets));
+      this.#add(listing, t, (JSON.parse(text) as { nftables?: NftItem[] }).nftables ?? []);
     }
-    return { text: texts.join('\n'), shape: shapes.join(' ') };
+    return listing;
   }
+
+  /** Some objects of the tables as listed now, in one nft command (JSON list commands); throws when one is missing. */
+  async #listObjects(objects: ReadonlyArray<{ table: OwnedTable; kind: 'chain' | 'set' | 'map'; name: string }>): Promise<Listing> {
+    const listing: Listing = new Map();
+    if (objects.length === 0) return listing;
+    const commands = objects.map((o) => ({ list: { [o.kind]: { family: o.table.family, table: o.table.name, name: o.name } } }));
+    const out = await this.#exec('nft', ['-j', '-f', '-'], JSON.stringify({ nftables: commands }));
+    const docs = out.split('\n').filter((l) => l.trim() !== '').map((l) => (JSON.parse(l) as { nftables?: NftItem[] }).nftables ?? []);
+    if (docs.length !== objects.length) throw new Error(`nft listed ${docs.length} of ${objects.length} objects`);
+    docs.forEach((items, i) => this.#add(listing, objects[i]!.table, items));
+    return listing;
+  }
+
+  #add(listing: Listing, t: OwnedTable, items: readonly NftItem[]): void {
+    const dynamic = new Set((t.sets ?? []).filter((x) => x.dynamic).map((x) => x.name));
+    const chains = new Map<string, string[]>();
+    for (const i of items) {
+      if ('metainfo' in i) continue;
+      if (i.table) listing.set(`${t.name} table`, { text: normal(i), count: 0 });
+      else if (i.chain) chains.set(i.chain.name, [normal(i)]);
+      else if (i.rule) chains.get(i.rule.chain)?.push(normal(i));
+      else if (i.set || i.map) {
+        const o = (i.set ?? i.map)!;
+        // Counters count and dynamic sets fill as packets pass: neither is drift.
+        const item = i.set && dynamic.has(o.name) ? { set: { ...i.set, elem: [] } } : i;
+        listing.set(`${t.name} ${i.set ? 'set' : 'map'} ${o.name}`, { text: normal(item), count: item === i ? (o.elem?.length ?? 0) : 0 });
+      }
+    }
+    for (const [name, parts] of chains) listing.set(`${t.name} chain ${name}`, { text: parts.join('\n'), count: parts.length - 1 });
+  }
+}
+
+function sameListing(a: Listing, b: Listing): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, e] of a) if (b.get(k)?.text !== e.text) return false;
+  return true;
 }

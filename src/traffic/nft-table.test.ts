@@ -80,7 +80,7 @@ const base: OwnedTable = {
 };
 
 test('a table changed in place: only what differs, in an order nft accepts; unchanged is nothing to write', () => {
-  assert.equal(updateTable(base, base), '');
+  assert.deepEqual(updateTable(base, base), { text: '', touched: { written: [], gone: [] } });
   const next: OwnedTable = {
     ...base,
     sets: [
@@ -91,8 +91,9 @@ test('a table changed in place: only what differs, in an order nft accepts; unch
     ],
     chains: [base.chains[0]!, base.chains[1]!, pod(3, ['ip saddr @in-3-0 return', 'counter reject'])],
   };
+  const update = updateTable(base, next)!;
   assert.equal(
-    updateTable(base, next),
+    update.text,
     [
       'add chain inet weft-policy in-3 { comment "pod 3"; }',
       'add set inet weft-policy in-3-0 { type ipv4_addr; flags interval; }',
@@ -109,10 +110,14 @@ test('a table changed in place: only what differs, in an order nft accepts; unch
     ].join('\n'),
     'pod 1 keeps its chain (and its counters); pod 2 goes after nothing jumps to it; the dynamic set is left alone',
   );
+  assert.deepEqual(update.touched, {
+    written: [{ kind: 'chain', name: 'in-3' }, { kind: 'set', name: 'in-3-0' }, { kind: 'set', name: 'in-1-0' }, { kind: 'map', name: 'in4' }],
+    gone: ['chain in-2', 'set in-2-0'],
+  }, 'what to list again afterwards, and what is gone');
   const rewritten = updateTable(base, { ...base, chains: [base.chains[0]!, pod(1, ['counter reject']), base.chains[2]!] });
-  assert.equal(rewritten, 'flush chain inet weft-policy in-1\nadd rule inet weft-policy in-1 counter reject\n');
+  assert.equal(rewritten?.text, 'flush chain inet weft-policy in-1\nadd rule inet weft-policy in-1 counter reject\n');
   const moved = updateTable(base, { ...base, sets: base.sets!.map((s) => (s.name === 'in4' ? { ...s, elements: ['198.18.10.1 : jump in-2', '198.18.10.2 : jump in-2'] } : s)) });
-  assert.equal(moved, 'delete element inet weft-policy in4 { 198.18.10.1 }\nadd element inet weft-policy in4 { 198.18.10.1 : jump in-2 }\n', 'a key given another verdict');
+  assert.equal(moved?.text, 'delete element inet weft-policy in4 { 198.18.10.1 }\nadd element inet weft-policy in4 { 198.18.10.1 : jump in-2 }\n', 'a key given another verdict');
 });
 
 test('what only a replacement can do: another table, a base chain changed, added or gone, a set declared otherwise, a chain\'s comment', () => {

@@ -75,7 +75,13 @@ export function replaceTables(tables: readonly OwnedTable[]): string {
  * elements. Undefined when only a replacement can do it: another table, a changed base chain, or a
  * set whose declaration changed.
  */
-export function updateTable(before: OwnedTable, after: OwnedTable): string | undefined {
+export interface TableUpdate {
+  readonly text: string;
+  /** What the transaction writes (to list again afterwards) and what it deletes (`chain <name>`, `set <name>`, `map <name>`). */
+  readonly touched: { readonly written: ReadonlyArray<{ readonly kind: 'chain' | 'set' | 'map'; readonly name: string }>; readonly gone: readonly string[] };
+}
+
+export function updateTable(before: OwnedTable, after: OwnedTable): TableUpdate | undefined {
   if (before.family !== after.family || before.name !== after.name || before.comment !== after.comment) return undefined;
   const t = `${after.family} ${after.name}`;
   const oldChains = new Map(before.chains.map((c) => [c.name, c]));
@@ -93,10 +99,21 @@ export function updateTable(before: OwnedTable, after: OwnedTable): string | und
     if (o && setHead(o) !== setHead(x)) return undefined;
   }
   const lines: string[] = [];
-  for (const c of after.chains) if (!oldChains.has(c.name)) lines.push(`add chain ${t} ${c.name}${c.comment ? ` { comment ${quote(c.comment)}; }` : ''}`);
-  for (const x of after.sets ?? []) if (!oldSets.has(x.name)) lines.push(`add ${x.map ? 'map' : 'set'} ${t} ${x.name} { ${setHead(x)} }`);
+  const written = new Map<string, { kind: 'chain' | 'set' | 'map'; name: string }>();
+  const wrote = (kind: 'chain' | 'set' | 'map', name: string): void => void written.set(`${kind} ${name}`, { kind, name });
+  for (const c of after.chains) {
+    if (oldChains.has(c.name)) continue;
+    lines.push(`add chain ${t} ${c.name}${c.comment ? ` { comment ${quote(c.comment)}; }` : ''}`);
+    wrote('chain', c.name);
+  }
+  for (const x of after.sets ?? []) {
+    if (oldSets.has(x.name)) continue;
+    lines.push(`add ${x.map ? 'map' : 'set'} ${t} ${x.name} { ${setHead(x)} }`);
+    wrote(x.map ? 'map' : 'set', x.name);
+  }
   const filled = (x: NftSet): void => {
     if (x.elements.length > 0) lines.push(`add element ${t} ${x.name} { ${x.elements.join(', ')} }`);
+    wrote('set', x.name);
   };
   for (const x of after.sets ?? []) {
     if (x.map || x.dynamic) continue;
@@ -112,6 +129,7 @@ export function updateTable(before: OwnedTable, after: OwnedTable): string | und
     if (o && o.rules.join('\n') === c.rules.join('\n')) continue;
     if (o) lines.push(`flush chain ${t} ${c.name}`);
     for (const r of c.rules) lines.push(`add rule ${t} ${c.name} ${r}`);
+    wrote('chain', c.name);
   }
   for (const x of after.sets ?? []) {
     if (!x.map) continue;
@@ -121,11 +139,26 @@ export function updateTable(before: OwnedTable, after: OwnedTable): string | und
     const added = [...has].filter(([k, e]) => had.get(k) !== e).map(([, e]) => e);
     if (gone.length > 0) lines.push(`delete element ${t} ${x.name} { ${gone.join(', ')} }`);
     if (added.length > 0) lines.push(`add element ${t} ${x.name} { ${added.join(', ')} }`);
+    if (gone.length > 0 || added.length > 0) wrote('map', x.name);
   }
-  for (const [name, o] of oldSets) if (o.map && !newSets.has(name)) lines.push(`delete map ${t} ${name}`);
-  for (const name of oldChains.keys()) if (!newChains.has(name)) lines.push(`delete chain ${t} ${name}`);
-  for (const [name, o] of oldSets) if (!o.map && !newSets.has(name)) lines.push(`delete set ${t} ${name}`);
-  return lines.length > 0 ? lines.join('\n') + '\n' : '';
+  const goneObjects: string[] = [];
+  for (const [name, o] of oldSets) {
+    if (o.map && !newSets.has(name)) {
+      lines.push(`delete map ${t} ${name}`);
+      goneObjects.push(`map ${name}`);
+    }
+  }
+  for (const name of oldChains.keys()) {
+    if (newChains.has(name)) continue;
+    lines.push(`delete chain ${t} ${name}`);
+    goneObjects.push(`chain ${name}`);
+  }
+  for (const [name, o] of oldSets) {
+    if (o.map || newSets.has(name)) continue;
+    lines.push(`delete set ${t} ${name}`);
+    goneObjects.push(`set ${name}`);
+  }
+  return { text: lines.length > 0 ? lines.join('\n') + '\n' : '', touched: { written: [...written.values()], gone: goneObjects } };
 }
 
 /** A set's declaration, as one line: what it holds and how; its elements apart. */
