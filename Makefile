@@ -101,6 +101,7 @@ bench: setup image
 	FLANNEL_NETNS_TESTS=1 node dist/bench/wireguard-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/traffic-bench.js
 	FLANNEL_NETNS_TESTS=1 node --expose-gc dist/bench/policy-bench.js
+	FLANNEL_NETNS_TESTS=1 node dist/bench/policy-datapath-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/containerd-bench.js
 
 demo: setup

@@ -26,10 +26,15 @@ test('a dry run says so first, then what it would reject per pod, then the busie
   }), now);
   const lines = text.split('\n');
   assert.ok(lines.includes('policy:    DRY RUN (nothing is rejected); 2 NetworkPolicies, 1 of this node\'s pods isolated, table written 5 s ago'));
+  assert.ok(lines.includes('  x/a (ingress): x/deny'), 'each isolated pod with the policies that select it');
   assert.ok(lines.includes('refused:   x/bad: ingress[0].ports[0]: endPort without a port'));
   assert.ok(lines.includes('would reject: 1234 packets to x/a (ingress)'));
   assert.ok(lines.includes('  y/b -> x/a: 200 packets (ingress of x/a)'));
   assert.equal(lines.filter((l) => l.startsWith('  ') && l.includes('->')).length, 20);
+  const many = formatStatus(report({ mode: 'enforce', policies: 1, refused: [], programmed: true, denied: [], deniedPairs: [], pods: Array.from({ length: 25 }, (_, i) => ({ pod: `x/p${i}`, ingress: true, egress: true, policies: ['x/deny'] })) }), now);
+  assert.ok(many.includes('  x/p19 (ingress, egress): x/deny\n'));
+  assert.ok(!many.includes('x/p20 '));
+  assert.ok(many.includes('  and 5 more pods (weft status --json)'));
   assert.ok(lines.includes('  and 4 more pairs (weft status --json)'));
 });
 

@@ -80,7 +80,7 @@ export function formatStatus(r: StatusReport, now = Date.now()): string {
   return lines.join('\n') + '\n';
 }
 
-/** Pairs shown at most; `weft status --json` has them all. */
+/** Pods and pairs shown at most; `weft status --json` has them all. */
 const shownPairs = 20;
 
 function policyLines(p: PolicyStatus, now: number): string[] {
@@ -88,6 +88,11 @@ function policyLines(p: PolicyStatus, now: number): string[] {
   const installed = p.installedAt ? `, table written ${ago(p.installedAt, now)}` : ', no table written yet';
   const pending = p.programmed ? '' : '; changes not yet in the kernel';
   const lines = [`policy:    ${dry ? 'DRY RUN (nothing is rejected)' : 'enforced'}; ${p.policies} NetworkPolicies, ${p.pods.length} of this node's pods isolated${installed}${pending}`];
+  for (const pod of p.pods.slice(0, shownPairs)) {
+    const ways = [pod.ingress ? 'ingress' : '', pod.egress ? 'egress' : ''].filter(Boolean).join(', ');
+    lines.push(`  ${pod.pod} (${ways}): ${pod.policies.join(', ')}`);
+  }
+  if (p.pods.length > shownPairs) lines.push(`  and ${p.pods.length - shownPairs} more pods (weft status --json)`);
   for (const r of p.refused) lines.push(`refused:   ${r.policy}: ${r.reason}`);
   const verb = dry ? 'would reject' : 'rejected';
   for (const d of p.denied) lines.push(`${verb}: ${d.packets} packets ${d.direction === 'ingress' ? 'to' : 'from'} ${d.pod} (${d.direction})`);

@@ -132,7 +132,7 @@ export interface PolicyCluster {
  */
 export async function startPolicyCluster(
   t: { after(fn: () => Promise<void>): void; readonly passed?: boolean },
-  mode: 'enforce' | 'dry-run',
+  mode: 'enforce' | 'dry-run' | 'off',
   layout: ReadonlyArray<readonly [string, string, 1 | 2]>,
 ): Promise<PolicyCluster> {
   const cluster = await Cluster.create({ nodes: 2, config: JSON.stringify({ Network: '198.18.0.0/16', Backend: { Type: 'vxlan' } }), kube: { podCidr: (n) => `198.18.${n * 10}.0/24` }, agentFlags: ['--ip-masq', `--network-policy=${mode}`, '--iptables-resync=1', ...healthFlags] });
