@@ -69,3 +69,17 @@ test('dry-run: an agent that does not answer is warned about, and the ADD goes o
   assert.equal(warnings.length, 1);
   assert.match(warnings[0]!, /x\/a/);
 });
+
+test('an answer that is too long, not JSON, without ok: true, or never comes before the agent hangs up fails an enforced ADD', async (t) => {
+  for (const [answer, why] of [
+    ['x'.repeat(70_000), /over 64 KiB/],
+    ['{nope\n', /not JSON/],
+    ['{"ok":"yes"}\n', /refused/],
+    ['', /closed without an answer/],
+  ] as const) {
+    const { subnetFile } = await place(t, 'enforce', () => answer);
+    await assert.rejects(announce(subnetFile, add, {}, () => undefined), (err) => code(err) === 11 && why.test((err as Error).message), String(why));
+  }
+  assert.deepEqual(resultIps(JSON.stringify({ ips: [null, { address: 5 }, 'x', { address: '198.18.10.5/24' }] })), ['198.18.10.5']);
+  assert.deepEqual(resultIps(JSON.stringify({ ips: 'x' })), []);
+});

@@ -16,9 +16,11 @@ test('per pod chain: the packets of every counter in it, enforcing (two reject r
     rule('out-0000000000000012', { return: null }),
     rule('forward', counter(1000)),
     rule('p0-in', counter(1000)),
+    { rule: ['in-2222222222222222'] },
+    rule('in-3333333333333333', [{ counter: { packets: 5 } }]),
     rule('in-1111111111111111', { counter: { packets: -1 } }, { counter: { packets: 1.5 } }, { counter: 'x' }),
   ]);
-  assert.deepEqual([...c.chains], [['in-0123456789abcdef', 7], ['out-0000000000000012', 2], ['in-1111111111111111', 0]], 'base chains are not a pod\'s; nonsense counts as 0');
+  assert.deepEqual([...c.chains], [['in-0123456789abcdef', 7], ['out-0000000000000012', 2], ['in-3333333333333333', 0], ['in-1111111111111111', 0]], 'base chains are not a pod\'s; nonsense counts as 0');
 });
 
 test('a dry run\'s pairs: source and destination by family and direction; bad or empty elements left out', () => {

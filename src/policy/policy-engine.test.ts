@@ -219,3 +219,134 @@ test('a pod the CNI plugin has just addressed: admitted with the plugin\'s addre
   await settle(e.clock, () => e.installs.at(-1)![0]!.sets!.find((s) => s.name === 'in4')!.elements.includes(`198.18.10.78 : jump ${podChain(unseen, 'in')}`), 'the unseen pod isolated');
   await second;
 });
+
+const put = <R>(records: readonly R[]): Array<{ type: 'put'; record: R }> => records.map((record) => ({ type: 'put', record }));
+const policy = (ns: string, name: string, spec: Record<string, unknown>): PolicyRecord => decodePolicy(netpol(ns, name, spec)) as PolicyRecord;
+const lastTable = (e: ReturnType<typeof start>): OwnedTable => e.installs.at(-1)![0]!;
+
+test('each collection must be known before anything goes in: pods and policies without namespaces, or namespaces and policies without pods, write nothing', async (t) => {
+  for (const missing of ['pods', 'namespaces'] as const) {
+    const e = start(t);
+    if (missing !== 'pods') e.pods.push(put(e.world.pods));
+    if (missing !== 'namespaces') e.namespaces.push(put(e.world.namespaces));
+    e.policies.push(put([policy('x', 'deny', { podSelector: {} })]));
+    await e.clock.advance(500);
+    assert.equal(e.installs.length, 0, `no ${missing} yet`);
+    assert.equal(e.engine.status().programmed, false);
+  }
+});
+
+test('status: ingress and egress isolation per pod, installedAt once written, programmed once every change is in', async (t) => {
+  const e = start(t);
+  assert.equal(e.engine.status().installedAt, undefined);
+  e.pods.push(put(e.world.pods));
+  e.namespaces.push(put(e.world.namespaces));
+  e.policies.push(put([policy('x', 'out', { podSelector: { matchLabels: { pod: 'a' } }, policyTypes: ['Egress'] }), policy('x', 'in', { podSelector: { matchLabels: { pod: 'c' } } })]));
+  await settle(e.clock, () => e.installs.length === 1, 'installed');
+  const s = e.engine.status();
+  assert.deepEqual(s.pods.map((p) => [p.pod, p.ingress, p.egress]).sort(), [['x/a', false, true], ['x/c', true, false]]);
+  assert.equal(typeof s.installedAt, 'number');
+  assert.equal(s.programmed, true);
+  const chains = lastTable(e).chains.map((c) => c.name);
+  assert.ok(chains.includes(podChain(e.world.pods[0]!, 'out')) && !chains.includes(podChain(e.world.pods[0]!, 'in')));
+});
+
+test('a namespace relabelled or gone changes who a namespaceSelector lets in; a policy fixed is no longer refused', async (t) => {
+  const e = start(t);
+  e.pods.push(put(e.world.pods));
+  e.namespaces.push(put(e.world.namespaces));
+  e.policies.push(put([policy('x', 'from-y', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }] }] })]));
+  e.policies.push([{ type: 'put', record: decodePolicy(netpol('x', 'bad', { ingress: [{ ports: [{ endPort: 9 }] }] }))! }]);
+  await settle(e.clock, () => e.installs.length >= 1 && e.engine.status().refused.length === 1, 'installed');
+  const elements = (): number => lastTable(e).sets!.filter((s) => s.name.startsWith('s-')).reduce((n, s) => n + s.elements.length, 0);
+  assert.ok(elements() > 0, 'y\'s pods are in x/a\'s set');
+  const y = e.world.namespaces.find((n) => n.name === 'y')!;
+  e.namespaces.push([{ type: 'put', record: { ...y, labels: { ...y.labels, ns: 'w' } } }]);
+  await settle(e.clock, () => elements() === 0, 'y relabelled: nobody');
+  e.namespaces.push([{ type: 'put', record: y }]);
+  await settle(e.clock, () => elements() > 0, 'y back');
+  e.namespaces.push([{ type: 'delete', record: y }]);
+  await settle(e.clock, () => elements() === 0, 'y gone');
+  e.policies.push([{ type: 'put', record: policy('x', 'bad', { ingress: [{ ports: [{ port: 9 }] }] }) }]);
+  await settle(e.clock, () => e.engine.status().refused.length === 0, 'fixed');
+  assert.equal(e.engine.status().policies, 2);
+});
+
+test('counters: only this table\'s pod chains with packets count; a table written whole after a change elsewhere starts every counter over, and is folded', async (t) => {
+  const e = start(t, 'dry-run');
+  e.pods.push(put(e.world.pods));
+  e.namespaces.push(put(e.world.namespaces));
+  e.policies.push(put([policy('x', 'deny', { podSelector: { matchLabels: { pod: 'a' } } }), policy('x', 'out', { podSelector: { matchLabels: { pod: 'c' } }, policyTypes: ['Egress'] })]));
+  await settle(e.clock, () => e.installs.length === 1, 'installed');
+  const [a, c] = [e.world.pods.find((p) => p.namespace === 'x' && p.name === 'a')!, e.world.pods.find((p) => p.namespace === 'x' && p.name === 'c')!];
+  const check = async (): Promise<void> => {
+    const before = e.checks();
+    await e.clock.advance(10_000);
+    await settle(e.clock, () => e.checks() > before, 'a check');
+  };
+  e.count([counted(podChain(a, 'in'), 4), counted(podChain(a, 'out'), 9), counted(podChain(c, 'out'), 0), counted(podChain(c, 'out'), 2)]);
+  await check();
+  assert.deepEqual([...e.engine.status().denied].sort((x, y) => x.pod.localeCompare(y.pod)), [{ pod: 'x/a', direction: 'ingress', packets: 4 }, { pod: 'x/c', direction: 'egress', packets: 2 }], 'x/a has no egress chain; a chain at 0 is nothing');
+  // A new policy for another pod, but the table written whole (say, the change could not go in place).
+  e.installAs('replaced');
+  e.policies.push(put([policy('y', 'deny', { podSelector: {} })]));
+  await settle(e.clock, () => e.installs.length === 2, 'written whole');
+  e.count([counted(podChain(a, 'in'), 1)]);
+  await check();
+  assert.deepEqual(e.engine.status().denied.find((d) => d.pod === 'x/a')?.packets, 5, '4 folded when the table was written whole, 1 since');
+});
+
+test('pairs: the busiest first, pods by name (never a hostNetwork pod\'s shared address), at most 4096 kept across rewrites', async (t) => {
+  const e = start(t, 'dry-run');
+  const host = { ...e.world.pods.find((p) => p.namespace === 'z' && p.name === 'c')!, name: 'host', hostNetwork: true, ips: [parseIp('203.0.113.1')] };
+  e.pods.push(put([...e.world.pods, host]));
+  e.namespaces.push(put(e.world.namespaces));
+  e.policies.push(put([policy('x', 'deny', { podSelector: {} })]));
+  await settle(e.clock, () => e.installs.length === 1, 'installed');
+  const ip = (ns: string, name: string): string => formatIp(e.world.pods.find((p) => p.namespace === ns && p.name === name)!.ips[0]!);
+  e.count([pairs('dry-in4', ['203.0.113.1', ip('x', 'a'), 1], [ip('y', 'b'), ip('x', 'a'), 3], [ip('z', 'a'), ip('x', 'c'), 8]), pairs('dry-out4', [ip('x', 'a'), ip('y', 'c'), 2])]);
+  const before = e.checks();
+  await e.clock.advance(10_000);
+  await settle(e.clock, () => e.checks() > before, 'a check');
+  assert.deepEqual(e.engine.status().deniedPairs.map((p) => `${p.direction} ${p.from} ${p.to} ${p.packets}`), [
+    'ingress z/a x/c 8',
+    'ingress y/b x/a 3',
+    'egress x/a y/c 2',
+    'ingress 203.0.113.1 x/a 1',
+  ]);
+  // Thousands of pairs, then the table written again after drift: 4096 are kept.
+  const many = Array.from({ length: 5000 }, (_, i) => [`198.19.${i >> 8}.${i & 255}`, ip('x', 'a'), 1] as [string, string, number]);
+  e.count([pairs('dry-in4', ...many)]);
+  e.drift();
+  const again = e.checks();
+  await e.clock.advance(10_000);
+  await settle(e.clock, () => e.checks() > again, 'the repair');
+  assert.equal(e.engine.status().deniedPairs.length, 4096, 'of the 5000 pairs the table had counted when it was written again');
+});
+
+test('admitting pods: one already in the table answers at once; several waiting are each answered; a pod deleted takes the plugin\'s addresses with it', async (t) => {
+  const e = start(t);
+  const base = e.world.pods.find((p) => p.namespace === 'x' && p.name === 'a')!;
+  const fresh = (name: string) => ({ ...base, name, ips: [] as typeof base.ips });
+  e.pods.push(put([...e.world.pods, fresh('n1'), fresh('n2')]));
+  e.namespaces.push(put(e.world.namespaces));
+  e.policies.push(put([policy('x', 'deny', { podSelector: {} })]));
+  await settle(e.clock, () => e.installs.length === 1, 'installed');
+  const done: string[] = [];
+  const w1 = e.engine.admitLocalPod({ ...fresh('n1'), ips: [parseIp('198.18.10.91')] }).then(() => done.push('n1'));
+  const w2 = e.engine.admitLocalPod({ ...fresh('n2'), ips: [parseIp('198.18.10.92')] }).then(() => done.push('n2'));
+  await settle(e.clock, () => done.length === 2, 'both answered');
+  await Promise.all([w1, w2]);
+  const installs = e.installs.length;
+  void e.engine.admitLocalPod({ ...fresh('n1'), ips: [parseIp('198.18.10.91')] }).then(() => done.push('again'));
+  await settle(e.clock, () => done.includes('again'), 'the same again');
+  assert.equal(e.installs.length, installs, 'nothing new to write');
+  const in4 = (): readonly string[] => lastTable(e).sets!.find((s) => s.name === 'in4')!.elements;
+  assert.ok(in4().some((el) => el.startsWith('198.18.10.91 ')));
+  // The pod deleted in the API, then a pod of the same name created again, not yet addressed.
+  e.pods.push([{ type: 'delete', record: fresh('n1') }]);
+  await settle(e.clock, () => !in4().some((el) => el.startsWith('198.18.10.91 ')), 'gone');
+  e.pods.push(put([fresh('n1')]));
+  await e.clock.advance(500);
+  assert.ok(!in4().some((el) => el.startsWith('198.18.10.91 ')), 'the old addresses did not come back with the name');
+});

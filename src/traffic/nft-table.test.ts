@@ -132,3 +132,16 @@ test('what only a replacement can do: another table, a base chain changed, added
     ['a chain\'s comment', { ...base, chains: [chains[0]!, { ...chains[1]!, comment: 'renamed' }, chains[2]!] }],
   ] as const) assert.equal(updateTable(base, next as OwnedTable), undefined, what);
 });
+
+test('a dynamic set is declared with its timeout and size, and filled by rules only; a table comment changed is a replacement; a new empty set gets no elements line', () => {
+  const t: OwnedTable = { family: 'inet', name: 'p', sets: [{ name: 'dry-in4', type: 'ipv4_addr . ipv4_addr', elements: [], dynamic: { timeoutS: 3600, size: 65536 } }], chains: [] };
+  const text = replaceTables([t]);
+  assert.ok(text.includes('  set dry-in4 {\n    type ipv4_addr . ipv4_addr\n    flags dynamic, timeout\n    timeout 3600s\n    size 65536\n  }\n'), text);
+  assert.equal(updateTable(base, { ...base, comment: 'another' }), undefined);
+  const added = updateTable(base, { ...base, sets: [...base.sets!, { name: 'empty', type: 'ipv4_addr', flags: ['interval'], elements: [] }] })!;
+  assert.equal(added.text, 'add set inet weft-policy empty { type ipv4_addr; flags interval; }\n');
+  const dyn = updateTable(base, { ...base, sets: [...base.sets!, { name: 'dry-out4', type: 'ipv4_addr . ipv4_addr', elements: [], dynamic: { timeoutS: 3600, size: 65536 } }] })!;
+  assert.equal(dyn.text, 'add set inet weft-policy dry-out4 { type ipv4_addr . ipv4_addr; flags dynamic, timeout; timeout 3600s; size 65536; }\n');
+  const gone = updateTable(base, { ...base, sets: base.sets!.filter((s) => s.name !== 'in4'), chains: [{ ...base.chains[0]!, rules: base.chains[0]!.rules }, ...base.chains.slice(1)] })!;
+  assert.ok(gone.text.includes('delete map inet weft-policy in4\n') && gone.touched.gone.includes('map in4'));
+});
