@@ -1,7 +1,8 @@
 /**
  * What the policy table has counted, read from its `nft -j` listing: per pod chain the packets it
  * rejected (enforcing) or would have (a dry run), and in a dry run the (source, destination) pairs
- * behind them. Pure: the engine hands it the listing's items.
+ * behind them; and the running totals, kept across tables written over (whose counters start
+ * from 0). Pure: the engine hands it the listing's items.
  */
 import { type Family, formatIp, tryParseIp } from '../ip/ip.js';
 
@@ -58,4 +59,78 @@ export function parsePolicyCounters(items: readonly unknown[]): PolicyCounters {
     }
   }
   return { chains, pairs };
+}
+
+/** Pairs kept for `weft status` at most (the kernel's set holds more; the chains count them all). */
+const maxPairs = 4096;
+const directionOf = { in: 'ingress', out: 'egress' } as const;
+type Direction = 'ingress' | 'egress';
+
+/** Totals since the agent started: what tables written over had counted, plus what the installed one has. */
+export class DeniedCounts {
+  /** By `<pod> <direction>`: what chains written over or deleted had counted. */
+  readonly #before = new Map<string, number>();
+  /** By chain: what the installed table's chains have counted. */
+  #now = new Map<string, number>();
+  readonly #pairsBefore = new Map<string, number>();
+  #pairsNow = new Map<string, number>();
+  /** The installed table's chains: chain name → `<pod> <direction>`. */
+  #chains = new Map<string, string>();
+
+  /** The chains of the table just installed, and whose they are. */
+  installed(chains: ReadonlyMap<string, { readonly pod: string; readonly direction: Direction }>): void {
+    this.#chains = new Map([...chains].map(([c, o]) => [c, `${o.pod} ${o.direction}`]));
+  }
+
+  /** What the installed table's listing says now (absolute counts of its chains and pair sets). */
+  observe(items: readonly unknown[]): void {
+    const counted = parsePolicyCounters(items);
+    const now = new Map<string, number>();
+    for (const [chain, n] of counted.chains) if (this.#chains.has(chain) && n > 0) now.set(chain, n);
+    const pairs = new Map<string, number>();
+    for (const p of counted.pairs) pairs.set(`${directionOf[p.tag]} ${p.from} ${p.to}`, p.packets);
+    [this.#now, this.#pairsNow] = [now, pairs];
+  }
+
+  /**
+   * Keeps what chains counted before they are written over or deleted (which starts their
+   * counters over): `all` for a table replaced whole (the pairs' sets too), else those chains.
+   */
+  fold(chains: 'all' | ReadonlySet<string>): void {
+    for (const [chain, n] of this.#now) {
+      if (chains !== 'all' && !chains.has(chain)) continue;
+      const owner = this.#chains.get(chain);
+      if (owner) this.#before.set(owner, (this.#before.get(owner) ?? 0) + n);
+      this.#now.delete(chain);
+    }
+    if (chains !== 'all') return;
+    for (const [k, n] of this.#pairsNow) {
+      if (this.#pairsBefore.has(k) || this.#pairsBefore.size < maxPairs) this.#pairsBefore.set(k, (this.#pairsBefore.get(k) ?? 0) + n);
+    }
+    this.#pairsNow = new Map();
+  }
+
+  denied(): Array<{ pod: string; direction: Direction; packets: number }> {
+    const all = new Map(this.#before);
+    for (const [chain, n] of this.#now) {
+      const owner = this.#chains.get(chain);
+      if (owner) all.set(owner, (all.get(owner) ?? 0) + n);
+    }
+    return [...all].map(([key, packets]) => {
+      const [pod, direction] = key.split(' ') as [string, Direction];
+      return { pod, direction, packets };
+    });
+  }
+
+  /** The pairs, the busiest first, each address named by `name` (a pod's `namespace/name`, or itself). */
+  pairs(name: (address: string) => string): Array<{ direction: Direction; from: string; to: string; packets: number }> {
+    const all = new Map(this.#pairsBefore);
+    for (const [k, n] of this.#pairsNow) all.set(k, (all.get(k) ?? 0) + n);
+    return [...all]
+      .map(([key, packets]) => {
+        const [direction, from, to] = key.split(' ') as [Direction, string, string];
+        return { direction, from: name(from), to: name(to), packets };
+      })
+      .sort((a, b) => b.packets - a.packets);
+  }
 }

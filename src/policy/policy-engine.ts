@@ -14,7 +14,7 @@ import { type OwnedTable, replaceTables } from '../traffic/nft-table.js';
 import { type PodProgram, compile } from './compiler.js';
 import type { World } from './model.js';
 import { podChain, policyTable, renderPolicyTable } from './nft-render.js';
-import { parsePolicyCounters } from './policy-counters.js';
+import { DeniedCounts } from './policy-counters.js';
 import { type NamespaceRecord, type PodRecord, type PolicyRecord, type RefusedPolicy, isRefused } from './records.js';
 
 export type PolicyMode = 'enforce' | 'dry-run';
@@ -66,10 +66,6 @@ export interface PolicyStatus {
   readonly deniedPairs: ReadonlyArray<{ readonly direction: 'ingress' | 'egress'; readonly from: string; readonly to: string; readonly packets: number }>;
 }
 
-/** Pairs kept for `weft status` at most (the kernel's set holds more; the chains count them all). */
-const maxPairs = 4096;
-const directionOf = { in: 'ingress', out: 'egress' } as const;
-
 /** The chains of `before` that `after` writes over or no longer has. */
 function rewritten(before: OwnedTable, after: OwnedTable): Set<string> {
   const now = new Map(after.chains.map((c) => [c.name, c.rules.join('\n')]));
@@ -88,15 +84,7 @@ export class PolicyEngine {
   #programs: readonly PodProgram[] = [];
   #installedText = '';
   #installedAt: number | undefined;
-  /** What the chains and pair sets of tables written earlier counted (a new table counts from 0), and what the current one has. */
-  /** By `<pod> <direction>`: what chains written over or deleted had counted. */
-  readonly #deniedBefore = new Map<string, number>();
-  /** By chain: what the installed table's chains have counted. */
-  #deniedNow = new Map<string, number>();
-  readonly #pairsBefore = new Map<string, number>();
-  #pairsNow = new Map<string, number>();
-  /** The installed table's chains: chain name → `<pod> <direction>`. */
-  #chains = new Map<string, string>();
+  readonly #counts = new DeniedCounts();
   #table: OwnedTable | undefined;
   /** Addresses the CNI plugin gave pods of this node that the API does not list yet, by pod. */
   readonly #cniIps = new Map<string, readonly IpAddr[]>();
@@ -114,29 +102,9 @@ export class PolicyEngine {
   status(): PolicyStatus {
     const byIp = new Map<string, string>();
     for (const p of this.#pods.values()) if (!p.hostNetwork) for (const ip of p.ips) byIp.set(formatIp(ip), podKey(p));
-    const sum = (before: Map<string, number>, now: Map<string, number>): Map<string, number> => {
-      const all = new Map(before);
-      for (const [k, n] of now) all.set(k, (all.get(k) ?? 0) + n);
-      return all;
-    };
-    const now = new Map<string, number>();
-    for (const [chain, n] of this.#deniedNow) {
-      const owner = this.#chains.get(chain);
-      if (owner) now.set(owner, (now.get(owner) ?? 0) + n);
-    }
-    const denied = [...sum(this.#deniedBefore, now)].map(([key, packets]) => {
-      const [pod, direction] = key.split(' ') as [string, 'ingress' | 'egress'];
-      return { pod, direction, packets };
-    });
-    const deniedPairs = [...sum(this.#pairsBefore, this.#pairsNow)]
-      .map(([key, packets]) => {
-        const [direction, from, to] = key.split(' ') as ['ingress' | 'egress', string, string];
-        return { direction, from: byIp.get(from) ?? from, to: byIp.get(to) ?? to, packets };
-      })
-      .sort((a, b) => b.packets - a.packets);
     return {
-      denied,
-      deniedPairs,
+      denied: this.#counts.denied(),
+      deniedPairs: this.#counts.pairs((ip) => byIp.get(ip) ?? ip),
       programmed: this.#installedGeneration === this.#generation,
       mode: this.#o.mode,
       policies: this.#policies.size,
@@ -235,7 +203,7 @@ export class PolicyEngine {
             await this.#readCounters();
             // A table written again after drift counts from 0: what it had counted is kept.
             if (await this.#o.tables.check()) {
-              this.#foldCounters('all');
+              this.#counts.fold('all');
               publish('policy.repair', {});
             }
           }
@@ -255,30 +223,7 @@ export class PolicyEngine {
 
   /** What the installed table has counted so far. */
   async #readCounters(): Promise<void> {
-    const counted = parsePolicyCounters(await this.#o.tables.read(policyTable));
-    const denied = new Map<string, number>();
-    for (const [chain, n] of counted.chains) if (this.#chains.has(chain) && n > 0) denied.set(chain, n);
-    const pairs = new Map<string, number>();
-    for (const p of counted.pairs) pairs.set(`${directionOf[p.tag]} ${p.from} ${p.to}`, p.packets);
-    [this.#deniedNow, this.#pairsNow] = [denied, pairs];
-  }
-
-  /**
-   * Keeps what chains counted before they are written over or deleted (which starts their
-   * counters over): `all` for a table replaced whole (the pairs' sets too), else those chains.
-   */
-  #foldCounters(chains: 'all' | ReadonlySet<string>): void {
-    for (const [chain, n] of this.#deniedNow) {
-      if (chains !== 'all' && !chains.has(chain)) continue;
-      const owner = this.#chains.get(chain);
-      if (owner) this.#deniedBefore.set(owner, (this.#deniedBefore.get(owner) ?? 0) + n);
-      this.#deniedNow.delete(chain);
-    }
-    if (chains !== 'all') return;
-    for (const [k, n] of this.#pairsNow) {
-      if (this.#pairsBefore.has(k) || this.#pairsBefore.size < maxPairs) this.#pairsBefore.set(k, (this.#pairsBefore.get(k) ?? 0) + n);
-    }
-    this.#pairsNow = new Map();
+    this.#counts.observe(await this.#o.tables.read(policyTable));
   }
 
   #applyPolicy(type: 'put' | 'delete', p: PolicyRecord | RefusedPolicy): void {
@@ -306,12 +251,13 @@ export class PolicyEngine {
     }
     if (this.#installedAt !== undefined) await this.#readCounters();
     const how = await this.#o.tables.install([table]);
-    this.#foldCounters(how === 'replaced' || !this.#table ? 'all' : rewritten(this.#table, table));
-    this.#chains = new Map();
+    this.#counts.fold(how === 'replaced' || !this.#table ? 'all' : rewritten(this.#table, table));
+    const chains = new Map<string, { pod: string; direction: 'ingress' | 'egress' }>();
     for (const p of this.#programs) {
-      if (p.ingress) this.#chains.set(podChain(p.pod, 'in'), `${podKey(p.pod)} ingress`);
-      if (p.egress) this.#chains.set(podChain(p.pod, 'out'), `${podKey(p.pod)} egress`);
+      if (p.ingress) chains.set(podChain(p.pod, 'in'), { pod: podKey(p.pod), direction: 'ingress' });
+      if (p.egress) chains.set(podChain(p.pod, 'out'), { pod: podKey(p.pod), direction: 'egress' });
     }
+    this.#counts.installed(chains);
     this.#table = table;
     this.#installedText = text;
     this.#installedAt = this.#clock.now();
