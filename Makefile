@@ -89,7 +89,7 @@ test: setup lint cni-plugin image
 # kept out of `make test` for its length. The tests' waits are bounded at 4 s here, so that a
 # mutant that stops the code from ever getting there fails in seconds. docs/mutation.md records it.
 mutation: setup
-	WEFT_TEST_WAIT_MS=4000 npx stryker run
+	FLANNEL_NETNS_TESTS=1 WEFT_TEST_WAIT_MS=4000 npx stryker run
 
 bench: setup image
 	node dist/bench/run.js

@@ -28,10 +28,13 @@ const serverScript = `import { createServer } from 'node:net';
 import { createSocket } from 'node:dgram';
 // Probes close at once: a reset connection is no reason to stop serving.
 for (const port of [80, 81]) {
-  createServer((s) => { s.on('error', () => {}); s.end('ok'); }).listen(port, '0.0.0.0');
-  const u = createSocket('udp4');
-  u.on('message', (m, from) => u.send(m, from.port, from.address));
-  u.bind(port, '0.0.0.0');
+  createServer((s) => { s.on('error', () => {}); s.end('ok'); }).listen(port, '::');
+  for (const [type, any] of [['udp4', '0.0.0.0'], ['udp6', '::']]) {
+    const u = createSocket({ type, ipv6Only: type === 'udp6' });
+    u.on('error', () => {});
+    u.on('message', (m, from) => u.send(m, from.port, from.address));
+    u.bind(port, any);
+  }
 }`;
 
 /** Tries every target at once; prints one line of JSON: target → open, refused or silent. */
@@ -45,7 +48,7 @@ const tcp = (ip, port) => new Promise((resolve) => {
   s.on('error', (e) => resolve(e.code === 'ECONNREFUSED' ? 'refused' : e.code));
 });
 const udp = (ip, port) => new Promise((resolve) => {
-  const s = createSocket('udp4');
+  const s = createSocket(ip.includes(':') ? 'udp6' : 'udp4');
   const t = setTimeout(() => { s.close(); resolve('silent'); }, 3000);
   s.on('message', () => { clearTimeout(t); s.close(); resolve('open'); });
   s.on('error', (e) => { clearTimeout(t); s.close(); resolve(e.code === 'ECONNREFUSED' ? 'refused' : e.code); });
@@ -61,12 +64,15 @@ export async function probe(ns: string, targets: ReadonlyArray<readonly [string,
 
 const key = (from: NetPod, to: NetPod, port: number, proto: Proto): string => `${id(from)}->${id(to)}:${port}${proto === 'UDP' ? '/udp' : ''}`;
 
-export async function matrix(pods: readonly NetPod[], protos: readonly Proto[] = ['TCP']): Promise<Map<string, string>> {
+/** A pod's address of a family (the CNI result lists IPv4 first). */
+export const addressOf = (p: NetPod, family: 4 | 6 = 4): string => (family === 4 ? p.pod.ip : p.pod.ips.find((ip) => ip.includes(':'))!);
+
+export async function matrix(pods: readonly NetPod[], protos: readonly Proto[] = ['TCP'], family: 4 | 6 = 4): Promise<Map<string, string>> {
   const seen = new Map<string, string>();
   await Promise.all(
     pods.map(async (from) => {
       const targets = pods.filter((to) => to !== from).flatMap((to) => ports.flatMap((port) => protos.map((proto) => ({ to, port, proto }))));
-      const out = await probe(from.pod.ns, targets.map((t) => [t.to.pod.ip, t.port, t.proto] as const));
+      const out = await probe(from.pod.ns, targets.map((t) => [addressOf(t.to, family), t.port, t.proto] as const));
       targets.forEach((t, i) => seen.set(key(from, t.to, t.port, t.proto), out[i]!));
     }),
   );
@@ -77,10 +83,10 @@ export async function matrix(pods: readonly NetPod[], protos: readonly Proto[] =
 export type Expect = (from: NetPod, to: NetPod, port: number, proto: Proto) => boolean;
 
 /** Waits until every pair connects or is refused as `expect` says, naming every pair that differs if it never does. */
-export async function expectMatrix(step: string, pods: readonly NetPod[], expect: Expect, protos: readonly Proto[] = ['TCP']): Promise<void> {
+export async function expectMatrix(step: string, pods: readonly NetPod[], expect: Expect, protos: readonly Proto[] = ['TCP'], family: 4 | 6 = 4): Promise<void> {
   let wrong: string[] = [];
   await waitUntil(`${step}: the reachability matrix`, async () => {
-    const seen = await matrix(pods, protos);
+    const seen = await matrix(pods, protos, family);
     wrong = [];
     for (const from of pods) {
       for (const to of pods) {
@@ -134,8 +140,17 @@ export async function startPolicyCluster(
   t: { after(fn: () => Promise<void>): void; readonly passed?: boolean },
   mode: 'enforce' | 'dry-run' | 'off',
   layout: ReadonlyArray<readonly [string, string, 1 | 2]>,
+  options: { readonly dualStack?: boolean } = {},
 ): Promise<PolicyCluster> {
-  const cluster = await Cluster.create({ nodes: 2, config: JSON.stringify({ Network: '198.18.0.0/16', Backend: { Type: 'vxlan' } }), kube: { podCidr: (n) => `198.18.${n * 10}.0/24` }, agentFlags: ['--ip-masq', `--network-policy=${mode}`, '--iptables-resync=1', ...healthFlags] });
+  const dual = options.dualStack === true;
+  const config = { Network: '198.18.0.0/16', Backend: { Type: 'vxlan' }, ...(dual ? { EnableIPv6: true, IPv6Network: '2001:db8:1800::/56' } : {}) };
+  const cluster = await Cluster.create({
+    nodes: 2,
+    config: JSON.stringify(config),
+    ...(dual ? { ipv6: true } : {}),
+    kube: { podCidr: (n) => (dual ? [`198.18.${n * 10}.0/24`, `2001:db8:1800:${n * 10}::/64`] : `198.18.${n * 10}.0/24`) },
+    agentFlags: ['--ip-masq', `--network-policy=${mode}`, '--iptables-resync=1', ...healthFlags],
+  });
   const servers: ChildProcess[] = [];
   cluster.destroyAfter(t, async () => {
     for (const s of servers) await stopProcess(s, 'SIGKILL').catch(() => undefined);
@@ -149,7 +164,7 @@ export async function startPolicyCluster(
     await nsExec(node.ns, 'sysctl', ['-qw', 'net.ipv4.icmp_ratelimit=0', 'net.ipv6.icmp.ratelimit=0']);
     cluster.startAgent(node);
   }
-  await waitUntil('every agent wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet), 30_000);
+  await waitUntil('every agent wrote its subnet file', async () => (await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).every((e) => e?.subnet && (!dual || e.ipv6Subnet)), 30_000);
   const [n1, n2] = cluster.nodes as [ClusterNode, ClusterNode];
   const addPod = async (ns: string, name: string, node: ClusterNode, labels: Record<string, string> = { pod: name }): Promise<NetPod> => {
     await api.apply(podObject({ ns, name, node }, labels));
@@ -161,7 +176,7 @@ export async function startPolicyCluster(
     server.stderr?.on('data', (d: Buffer) => (failed += d.toString()));
     await waitUntil(`${id(p)} serves`, async () => {
       if (server.exitCode !== null) throw new Error(`the server of ${id(p)} ended: ${failed}`);
-      return (await probe(p.pod.ns, ports.flatMap((port) => [[p.pod.ip, port, 'TCP'], [p.pod.ip, port, 'UDP']] as const))).every((r) => r === 'open');
+      return (await probe(p.pod.ns, p.pod.ips.flatMap((ip) => ports.flatMap((port) => [[ip, port, 'TCP'], [ip, port, 'UDP']] as const)))).every((r) => r === 'open');
     }, 10_000);
     // The kubelet reports the addresses.
     await api.apply(podObject(p, labels));

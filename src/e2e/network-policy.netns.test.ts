@@ -92,3 +92,10 @@ test('a new pod a policy selects is isolated from its first packet: the CNI ADD 
   assert.equal((await matrix([...pods, p])).get('y/a->x/fresh2:80'), 'refused', 'nothing reaches it');
   assert.ok((await status(cluster, n1)).policy?.pods.some((q) => q.pod === 'x/fresh2'));
 });
+
+test('dual-stack: a policy isolates and allows over IPv6 exactly as over IPv4, TCP and UDP, same node and across', { skip, timeout: 240_000 }, async (t) => {
+  const { api, pods } = await startPolicyCluster(t, 'enforce', fourPods, { dualStack: true });
+  await api.apply(policyObject('x', 'from-y-80', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }], ports: [{ port: 80, protocol: 'TCP' }, { port: 80, protocol: 'UDP' }] }] }));
+  const expect = (f: NetPod, to: NetPod, port: number): boolean => to.ns !== 'x' || (f.ns === 'y' && port === 80);
+  for (const family of [4, 6] as const) await expectMatrix(`IPv${family}`, pods, expect, ['TCP', 'UDP'], family);
+});

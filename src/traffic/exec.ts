@@ -39,6 +39,10 @@ export const execCommand: Exec = (cmd, args, input) =>
       if (code === 0) resolve(out);
       else reject(new CommandError(`${cmd} ${args.join(' ')} failed (${signal ? `killed by ${signal} after ${deadlineMs} ms` : `exit ${code}`}): ${err.trim()}`));
     });
+    // A command that exits before reading all of its input (it failed on the first line) closes
+    // the pipe under the write: its exit status says what happened, not an EPIPE that would end
+    // the agent as an unhandled error.
+    child.stdin?.on('error', () => undefined);
     child.stdin?.end(input);
   });
 
