@@ -80,3 +80,33 @@ test('10,000 ipBlocks in one rule: one set nft takes in one transaction', { skip
   const listed = JSON.parse(await nsExec(ns, 'nft', ['-j', 'list', 'set', 'inet', 'weft-policy', big[0]!.name])) as { nftables: Array<{ set?: { elem?: unknown[] } }> };
   assert.equal(listed.nftables.find((i) => i.set)?.set?.elem?.length, 10_000);
 });
+
+test('rendering: a named egress port as (address . protocol . port) pairs; sets shared by the chains of one policy rule, not across policies; ranges and protocol-only ports; maps of where traffic enters only on forward', () => {
+  const world = topology([
+    netpol('x', 'named-out', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }], ports: [{ port: 'serve-80-tcp' }] }] }),
+    netpol('x', 'from-z', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'z' } } }], ports: [{ protocol: 'UDP' }, { port: 8000, endPort: 8080 }] }] }),
+    netpol('x', 'from-z-again', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'z' } } }] }] }),
+    netpol('x', 'blocks', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ ipBlock: { cidr: '198.19.0.0/16', except: ['198.19.0.0/24'] } }] }] }),
+  ]);
+  const table = renderPolicyTable(compile(world, 'node1'));
+  const chain = (name: string, tag: 'in' | 'out') => table.chains.find((c) => c.name === podChain({ namespace: 'x', name }, tag))!;
+  const [aOut, cOut, aIn, cIn] = [chain('a', 'out'), chain('c', 'out'), chain('a', 'in'), chain('c', 'in')];
+  const pairRule = aOut.rules.find((r) => r.includes(' . meta l4proto . th dport @'))!;
+  assert.match(pairRule, /^ip daddr \. meta l4proto \. th dport @s-[0-9a-f]{16} return$/);
+  const pairSet = table.sets!.find((s) => pairRule.endsWith(`@${s.name} return`))!;
+  assert.equal(pairSet.type, 'ipv4_addr . inet_proto . inet_service');
+  assert.deepEqual([...pairSet.elements].sort(), ['a', 'b', 'c'].map((p) => `${ipOf('y', p)} . tcp . 80`).sort());
+  assert.deepEqual(cOut.rules.filter((r) => r.includes('@')), aOut.rules.filter((r) => r.includes('@')), 'x/a and x/c share the named-out sets');
+  const zRules = aIn.rules.filter((r) => r.includes('@'));
+  const zSets = [...new Set(zRules.map((r) => /@(s-[0-9a-f]+)/.exec(r)![1]))];
+  assert.equal(zSets.length, 3, 'from-z, from-z-again (same peers, another policy: a set of its own) and blocks');
+  assert.ok(zRules.some((r) => / meta l4proto udp return$/.test(r)), 'protocol-only: every UDP port');
+  assert.ok(zRules.some((r) => / meta l4proto tcp th dport \{ 8000-8080 \} return$/.test(r)), 'a range');
+  assert.deepEqual(cIn.rules.filter((r) => r.includes('@')).length, 3, 'x/c: from-z\'s two port rules and from-z-again');
+  const blocks = table.sets!.find((s) => s.elements.includes('198.19.1.0-198.19.255.255'))!;
+  assert.deepEqual(blocks.elements, ['198.19.1.0-198.19.255.255'], 'an except cut out as a range');
+  assert.deepEqual(table.chains.find((c) => c.name === 'input')!.rules.filter((r) => r.includes('daddr')), [], 'input: only what a pod sends');
+  assert.equal(table.chains.find((c) => c.name === 'forward')!.rules.filter((r) => r.includes('daddr vmap')).length, 2);
+  assert.ok(!table.sets!.some((s) => s.name.startsWith('dry-')), 'no pair sets when enforcing');
+  assert.ok(aIn.rules.at(-2)!.endsWith('comment "x/from-z, x/from-z-again, x/blocks, x/named-out"'), aIn.rules.at(-2));
+});
