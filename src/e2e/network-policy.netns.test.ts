@@ -96,6 +96,11 @@ test('a new pod a policy selects is isolated from its first packet: the CNI ADD 
 test('dual-stack: a policy isolates and allows over IPv6 exactly as over IPv4, TCP and UDP, same node and across', { skip, timeout: 240_000 }, async (t) => {
   const { api, pods } = await startPolicyCluster(t, 'enforce', fourPods, { dualStack: true });
   await api.apply(policyObject('x', 'from-y-80', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }], ports: [{ port: 80, protocol: 'TCP' }, { port: 80, protocol: 'UDP' }] }] }));
-  const expect = (f: NetPod, to: NetPod, port: number): boolean => to.ns !== 'x' || (f.ns === 'y' && port === 80);
+  // y may send only to x: its pods must still resolve their gateway and their neighbours.
+  await api.apply(policyObject('y', 'only-to-x', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { ns: 'x' } } }] }] }));
+  const expect = (f: NetPod, to: NetPod, port: number): boolean => (to.ns !== 'x' || (f.ns === 'y' && port === 80)) && !(f.ns === 'y' && to.ns === 'y');
   for (const family of [4, 6] as const) await expectMatrix(`IPv${family}`, pods, expect, ['TCP', 'UDP'], family);
+  // Neighbour entries age: flushed, they must be learnt again through the policies.
+  for (const p of pods) await nsExec(p.pod.ns, 'ip', ['-6', 'neigh', 'flush', 'all']);
+  await expectMatrix('IPv6 after the neighbours were forgotten', pods, expect, ['TCP'], 6);
 });

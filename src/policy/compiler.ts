@@ -73,7 +73,8 @@ const numeric = (p: PolicyPort): PortRange => (p.port === undefined ? { protocol
 interface RuleCache {
   /** The pods that may be peers (not hostNetwork), by namespace. */
   readonly byNamespace: ReadonlyMap<string, readonly PodRecord[]>;
-  readonly peers: Map<PolicyRule, ReturnType<typeof peerAddresses>>;
+  /** By the peers' JSON (and the policy's namespace where they depend on it). */
+  readonly peers: Map<string, ReturnType<typeof peerAddresses>>;
   readonly egress: Map<PolicyRule, CompiledRule[]>;
 }
 
@@ -88,8 +89,15 @@ function compileRule(world: World, policy: PolicyRecord, rule: PolicyRule, direc
 
 function compileOnce(world: World, policy: PolicyRecord, rule: PolicyRule, direction: Direction, pod: PodRecord, cache: RuleCache): CompiledRule[] {
   const name = policyName(policy);
-  let peers = rule.peers === 'all' ? undefined : cache.peers.get(rule);
-  if (rule.peers !== 'all' && !peers) cache.peers.set(rule, (peers = peerAddresses(world, rule.peers, policy.namespace, cache.byNamespace)));
+  let peers: ReturnType<typeof peerAddresses> | undefined;
+  if (rule.peers !== 'all') {
+    // Rules of many policies name the same peers (every namespace's "from monitoring"): found
+    // once. Only a podSelector without a namespaceSelector depends on the policy's namespace.
+    const relative = rule.peers.some((p) => p.kind === 'pods' && !p.namespaceSelector);
+    const key = `${relative ? policy.namespace : ''}|${JSON.stringify(rule.peers, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}`;
+    peers = cache.peers.get(key);
+    if (!peers) cache.peers.set(key, (peers = peerAddresses(world, rule.peers, policy.namespace, cache.byNamespace)));
+  }
   const addresses = peers?.intervals;
   if (rule.ports === 'all') return [{ policy: name, ...(addresses ? { addresses } : {}) }];
   const ports: PortRange[] = [];

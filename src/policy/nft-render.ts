@@ -94,8 +94,18 @@ export function renderPolicyTable(programs: readonly PodProgram[], options: Rend
     }
     return name;
   };
+  // Policies that name the same peers share their intervals (the compiler finds them once): their
+  // elements are formatted once too.
+  const formatted = new Map<readonly Interval[], Map<Family, string[]>>();
+  const elementsOf = (intervals: readonly Interval[], family: Family): string[] => {
+    let byFamily = formatted.get(intervals);
+    if (!byFamily) formatted.set(intervals, (byFamily = new Map()));
+    let out = byFamily.get(family);
+    if (!out) byFamily.set(family, (out = intervals.filter((i) => i.family === family).map(element)));
+    return out;
+  };
   const addressSet = (policy: string, intervals: readonly Interval[], family: Family): string =>
-    sharedSet(policy, family, intervals, () => ({ type: addrType(family), flags: ['interval'], elements: intervals.filter((i) => i.family === family).map(element) }));
+    sharedSet(policy, family, intervals, () => ({ type: addrType(family), flags: ['interval'], elements: elementsOf(intervals, family) }));
   for (const program of programs) {
     const who = `${program.pod.namespace}/${program.pod.name}`;
     for (const [direction, rules, peerKey, tag] of [['ingress', program.ingress, 'saddr', 'in'], ['egress', program.egress, 'daddr', 'out']] as const) {
@@ -134,6 +144,9 @@ export function renderPolicyTable(programs: readonly PodProgram[], options: Rend
     base: { type: 'filter', hook, priority: 'filter', policy: 'accept' },
     rules: [
       'ct state established,related accept',
+      // IPv6's ARP: a pod that cannot resolve its gateway or a neighbour on the bridge reaches
+      // nothing, whatever its policies allow (IPv4's ARP never meets these hooks).
+      'icmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert } accept',
       'ip saddr vmap @out4',
       'ip6 saddr vmap @out6',
       ...(hook === 'forward' ? ['ip daddr vmap @in4', 'ip6 daddr vmap @in6'] : []),

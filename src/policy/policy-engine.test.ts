@@ -38,9 +38,14 @@ function start(t: { after(fn: () => unknown): void }, mode: PolicyMode = 'enforc
   let installHow: 'updated' | 'replaced' = 'replaced';
   /** What the kernel's table has counted, as `nft -j` items. */
   let listing: unknown[] = [];
+  /** What the last check listed, before its repair. */
+  let seen: unknown[] = [];
   const keeper = {
     async read() {
       return listing;
+    },
+    listed() {
+      return seen;
     },
     async install(tables: readonly OwnedTable[]) {
       if (failNext > 0) {
@@ -52,6 +57,7 @@ function start(t: { after(fn: () => unknown): void }, mode: PolicyMode = 'enforc
     },
     async check() {
       checks++;
+      seen = listing;
       const d = drifted;
       drifted = false;
       if (d) listing = [];

@@ -34,6 +34,8 @@ export async function sh(cmd: string, args: readonly string[], options: { input?
     child.stderr.on('data', (d: Buffer) => (errText += d.toString()));
     child.once('error', reject);
     child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${code}: ${errText}${out}`))));
+    // A command that exits before reading its input is judged by its exit status, not by an EPIPE.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(options.input);
   });
 }

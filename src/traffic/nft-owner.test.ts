@@ -79,6 +79,10 @@ test('an owner installs its tables in one transaction, sets included, and finds 
   nft.tables.get('inet weft-policy')!.sets.get('allowed')!.pop();
   assert.equal(await owner.check(), true, 'a set element deleted by hand is drift');
   assert.deepEqual(nft.tables.get('inet weft-policy')!.sets.get('allowed'), ['198.18.1.0/24', '198.18.2.5']);
+  const set = (items: readonly unknown[]) => (items.find((i) => (i as { set?: unknown }).set) as { set: { elem?: unknown[] } }).set;
+  assert.deepEqual(set(owner.listed(policyLike)).elem, ['198.18.1.0/24'], 'listed: what the check found, before its repair');
+  assert.equal(await owner.check(), false);
+  assert.deepEqual(set(owner.listed(policyLike)).elem, ['198.18.1.0/24', '198.18.2.5']);
   nft.tables.delete('inet weft-policy');
   assert.equal(await owner.check(), true, 'so is a deleted table');
   assert.equal(await owner.check(), false);

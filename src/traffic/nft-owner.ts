@@ -33,6 +33,9 @@ export class NftOwner {
   #tables: readonly OwnedTable[] = [];
   /** The tables as listed right after they were last written; undefined when that listing was not what was written. */
   #reference: Listing | undefined;
+  /** The listing that follows a change in place, while it runs. */
+  #relisting: Promise<void> | undefined;
+  readonly #items = new Map<string, readonly unknown[]>();
 
   constructor(options: { exec: Exec; log: Logger }) {
     this.#exec = options.exec;
@@ -41,6 +44,7 @@ export class NftOwner {
 
   /** Makes the owner's tables exactly these, in one transaction; the listing that follows is the reference for `check`. */
   async install(tables: readonly OwnedTable[]): Promise<void> {
+    await this.#settle();
     this.#tables = tables;
     await this.#exec('nft', ['-f', '-'], replaceTables(tables));
     // The listing is a second command: someone may change the tables in between. Only a listing
@@ -50,12 +54,15 @@ export class NftOwner {
 
   /**
    * Makes the owner's tables these by changing only what differs from the last ones written
-   * (updateTable), in one transaction, and lists again only what it changed; replaces them whole
-   * where a difference cannot be written as changes, where the kernel's tables are not known to
-   * be as written, or where the changes fail. `updated` keeps the counters of unchanged chains;
-   * `replaced` starts every counter over.
+   * (updateTable), in one transaction; replaces them whole where a difference cannot be written
+   * as changes, where the kernel's tables are not known to be as written, or where the changes
+   * fail. `updated` keeps the counters of unchanged chains; `replaced` starts every counter over.
+   * Resolves once the change is in the kernel: listing again what it changed (the reference for
+   * the drift check) follows, and the owner's next call waits for it. nft loads every set of the
+   * table to list one chain, which at thousands of elements takes longer than the change.
    */
   async update(tables: readonly OwnedTable[]): Promise<'updated' | 'replaced'> {
+    await this.#settle();
     const changes = this.#reference && this.#tables.length === tables.length ? tables.map((t, i) => updateTable(this.#tables[i]!, t)) : [];
     if (changes.length === 0 || changes.some((x) => x === undefined)) {
       await this.install(tables);
@@ -79,23 +86,39 @@ export class NftOwner {
       for (const key of [...reference.keys()]) if (touched.gone.some((g) => key === `${t.name} ${g}`)) reference.delete(key);
       for (const o of touched.written) relist.push({ table: t, ...o });
     });
+    this.#relisting = this.#relist(reference, relist);
+    return 'updated';
+  }
+
+  /** Lists again what a change wrote; the reference is unknown (the next check rewrites) until it has. */
+  async #relist(reference: Listing, objects: ReadonlyArray<{ table: OwnedTable; kind: 'chain' | 'set' | 'map'; name: string }>): Promise<void> {
+    this.#reference = undefined;
     try {
-      for (const [key, entry] of await this.#listObjects(relist)) reference.set(key, entry);
+      for (const [key, entry] of await this.#listObjects(objects)) reference.set(key, entry);
+      this.#reference = this.#asWritten(reference);
     } catch {
       // An object gone between the change and its listing: the whole listing decides.
-      this.#reference = this.#asWritten(await this.#list());
-      return 'updated';
+      this.#reference = this.#asWritten(await this.#list().catch(() => new Map()));
     }
-    this.#reference = this.#asWritten(reference);
-    return 'updated';
+  }
+
+  /** Waits for the listing after the last change. */
+  async #settle(): Promise<void> {
+    const pending = this.#relisting;
+    this.#relisting = undefined;
+    await pending;
   }
 
   /** One drift check: true when the tables had changed and were written again. */
   async check(): Promise<boolean> {
+    await this.#settle();
     const now = await this.#list();
     if (this.#reference && sameListing(now, this.#reference)) return false;
     this.#log.warn({ tables: this.#tables.map((t) => t.name) }, 'nftables rules changed behind our back; re-applying');
+    // What the check found stays what `listed` gives: the counts the repair is about to start over.
+    const found = new Map(this.#items);
     await this.install(this.#tables);
+    for (const [k, v] of found) this.#items.set(k, v);
     return true;
   }
 
@@ -125,9 +148,18 @@ export class NftOwner {
     return shape.join(' ') === this.#tables.map(tableShape).join(' ') ? listing : undefined;
   }
 
+  /**
+   * The items of a table as the last full listing found them (a check's, before any repair it
+   * made), counters included: a reader of counters need not list a large table a second time.
+   */
+  listed(table: Pick<OwnedTable, 'name'>): readonly unknown[] {
+    return this.#items.get(table.name) ?? [];
+  }
+
   /** The owner's tables as listed now. */
   async #list(): Promise<Listing> {
     const listing: Listing = new Map();
+    this.#items.clear();
     for (const t of this.#tables) {
       let text: string;
       try {
@@ -135,7 +167,9 @@ export class NftOwner {
       } catch {
         continue;
       }
-      this.#add(listing, t, (JSON.parse(text) as { nftables?: NftItem[] }).nftables ?? []);
+      const items = ((JSON.parse(text) as { nftables?: NftItem[] }).nftables ?? []).filter((i) => !('metainfo' in i));
+      this.#items.set(t.name, items);
+      this.#add(listing, t, items);
     }
     return listing;
   }
