@@ -9,7 +9,7 @@ DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftabl
   buildah debootstrap containerd busybox-static gcc g++ make python3 libssl-dev wireguard-go wireguard-tools tcpdump
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
-.PHONY: setup deb node kubectl deps native build cni-plugin image lint test mutation bench demo demo-down install-cni clean
+.PHONY: setup deb node kubectl deps native build cni-plugin image dist lint test mutation bench demo demo-down install-cni clean
 
 setup: deb node kubectl deps native build
 
@@ -70,6 +70,7 @@ $(ADDONS):
 
 build: deps
 	npx tsc -p tsconfig.json
+	@printf '{"commit":"%s"}\n' "$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" > dist/build.json
 
 lint: build
 	npx eslint --max-warnings=0 src bench
@@ -78,11 +79,15 @@ lint: build
 cni-plugin: build
 	@node dist/src/deploy/cni-plugin.js 2>dist/cni-plugin.log || { cat dist/cni-plugin.log >&2; exit 1; }
 
+# The release tarball for systemd nodes (deploy/make-dist.sh): dist/weft-<version>-linux-<arch>.tar.gz and .sha256.
+dist: setup native cni-plugin
+	deploy/make-dist.sh
+
 # The container image, with buildah from a debootstrap base (deploy/build-image.sh): dist/weft-v*.oci.tar.
 image: setup native cni-plugin
 	deploy/build-image.sh
 
-test: setup lint cni-plugin image
+test: setup lint cni-plugin image dist
 	FLANNEL_NETNS_TESTS=1 node --test --test-concurrency=2 $(TEST_FILES)
 
 # Mutation testing of the decision modules (stryker.config.json: which modules, which unit tests),

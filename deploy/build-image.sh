@@ -26,26 +26,7 @@ if [ ! -f "$work/rootfs-bookworm-2.done" ]; then
 fi
 
 stage="$work/stage"
-rm -rf "$stage"
-mkdir -p "$stage/opt/weft/bin"
-cp dist/cni/flannel "$stage/opt/weft/bin/flannel"
-ln -s flannel "$stage/opt/weft/bin/flanneld"
-ln -s flannel "$stage/opt/weft/bin/weft"
-# The agent's JavaScript, without tests, test tools, the demo and the build scripts.
-(cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*') |
-  while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
-# weft's addons: sd_notify (READY=1 without systemd), udp_tun (the udp backend's packet path),
-# resident (drops start-up code from the resident set), nl_socket (the rtnetlink socket) and
-# wireguard (WireGuard where the kernel has none; it links libssl3's libcrypto).
-for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tun.node resident/build/Release/resident.node nl-socket/build/Release/nl_socket.node wireguard/build/Release/wireguard.node; do
-  mkdir -p "$stage/opt/weft/native/$(dirname "$addon")"
-  cp "native/$addon" "$stage/opt/weft/native/$addon"
-done
-# flannel's helper for Docker hosts, weft's own, where flannel's image has it.
-mkdir -p "$stage/opt/bin"
-cp deploy/mk-docker-opts.sh "$stage/opt/bin/mk-docker-opts.sh"
-cp package.json package-lock.json "$stage/opt/weft/"
-(cd "$stage/opt/weft" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error && rm package-lock.json)
+deploy/stage.sh "$stage"
 
 ctr=$(buildah from scratch)
 trap 'buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT

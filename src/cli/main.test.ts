@@ -27,7 +27,12 @@ async function weft(args: string[], env: Record<string, string> = {}): Promise<{
 test('version matches package.json', async () => {
   const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
   assert.equal(version, pkg.version);
-  assert.deepEqual(await weft(['version']), { code: 0, stdout: `${version}\n`, stderr: '' });
+  const out = await weft(['version']);
+  assert.equal(out.code, 0);
+  // make build records the commit beside the JavaScript (dist/build.json); the tarball and image carry it.
+  const built = JSON.parse(readFileSync(new URL('../../build.json', import.meta.url), 'utf8')) as { commit: string };
+  assert.equal(out.stdout, `${version} (commit ${built.commit}, linux/${process.arch}, Node.js ${process.version})\n`);
+  assert.deepEqual(await weft(['--version']), out);
 });
 
 test('config check prints the computed ranges, or the problem with exit 2', async (t) => {

@@ -2,7 +2,7 @@
  * The `weft` executable: `main(argv, env)` returns the exit code. The only module that touches
  * process.exit, process.argv, process.env and signals.
  */
-import { closeSync } from 'node:fs';
+import { closeSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { FdHandover, handoverEnv } from '../core/handover.js';
 import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
@@ -44,7 +44,7 @@ export async function main(argv: readonly string[], env: Readonly<Record<string,
     switch (command) {
       case 'version':
       case '--version':
-        io.stdout(`${version}\n`);
+        io.stdout(`${version} (commit ${builtFrom()}, linux/${process.arch}, Node.js ${process.version})\n`);
         return 0;
       case undefined:
       case 'help':
@@ -207,4 +207,14 @@ export async function runProcess(): Promise<void> {
 function restartArgv(): string[] {
   const sea = process.getBuiltinModule('node:sea') as { isSea(): boolean } | undefined;
   return sea?.isSea() ? [process.argv0, ...process.argv.slice(2)] : [process.argv0, ...process.execArgv, ...process.argv.slice(1)];
+}
+
+/** The commit weft was built from, as `make build` records it beside the JavaScript (dist/build.json). */
+function builtFrom(): string {
+  try {
+    const commit = (JSON.parse(readFileSync(new URL('../../build.json', import.meta.url), 'utf8')) as { commit?: unknown }).commit;
+    return typeof commit === 'string' && /^[0-9a-f]{7,40}$/.test(commit) ? commit : 'unknown';
+  } catch {
+    return 'unknown';
+  }
 }

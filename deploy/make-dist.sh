@@ -1,0 +1,21 @@
+#!/bin/sh
+# `make dist`: dist/weft-<version>-linux-<arch>.tar.gz and its .sha256, for a systemd node with no
+# Node, compiler or checkout: /opt/weft as the image has it (deploy/stage.sh: the one executable,
+# weft's JavaScript, addons and production dependencies), mk-docker-opts.sh, the unit and
+# install.sh. The executable needs the host's glibc (2.28 or later) and libstdc++; the wireguard
+# addon libssl3's libcrypto.
+set -eu
+cd "$(dirname "$0")/.."
+version=$(node -p "require('./package.json').version")
+case $(uname -m) in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
+name="weft-$version-linux-$arch"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+deploy/stage.sh "$work/$name"
+cp deploy/dist/weft.service deploy/dist/install.sh "$work/$name/"
+cp README.md "$work/$name/opt/weft/README.md"
+mkdir -p dist
+# Owned by root, in a fixed order and time: the same tree gives the same archive.
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime='2026-01-01 00:00Z' -C "$work" -czf "dist/$name.tar.gz" "$name"
+(cd dist && sha256sum "$name.tar.gz" > "$name.tar.gz.sha256")
+echo "built dist/$name.tar.gz ($(du -m "dist/$name.tar.gz" | cut -f1) MB) and its .sha256"

@@ -1,0 +1,30 @@
+#!/bin/sh
+# What the image and the release tarball ship under /opt (deploy/build-image.sh, deploy/make-dist.sh):
+# the single executable (dist/cni/flannel: Node and the CNI plugin in one file, also weft and
+# flanneld), weft's runtime JavaScript without tests, test tools, the demo and build scripts, its
+# native addons, its production dependencies, and flannel's mk-docker-opts.sh. Usage: stage.sh DIR
+# (DIR/opt is made).
+set -eu
+cd "$(dirname "$0")/.."
+stage=$1
+rm -rf "$stage"
+mkdir -p "$stage/opt/weft/bin"
+cp dist/cni/flannel "$stage/opt/weft/bin/flannel"
+ln -s flannel "$stage/opt/weft/bin/flanneld"
+ln -s flannel "$stage/opt/weft/bin/weft"
+(cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*') |
+  while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
+# The commit it was built from (make build writes it), for `weft version`.
+cp dist/build.json "$stage/opt/weft/dist/build.json" 2>/dev/null || printf '{"commit":"unknown"}\n' > "$stage/opt/weft/dist/build.json"
+# weft's addons: sd_notify (READY=1 without systemd), udp_tun (the udp backend's packet path),
+# resident (drops start-up code from the resident set), nl_socket (the rtnetlink socket) and
+# wireguard (WireGuard where the kernel has none; it links libssl3's libcrypto).
+for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tun.node resident/build/Release/resident.node nl-socket/build/Release/nl_socket.node wireguard/build/Release/wireguard.node; do
+  mkdir -p "$stage/opt/weft/native/$(dirname "$addon")"
+  cp "native/$addon" "$stage/opt/weft/native/$addon"
+done
+# flannel's helper for Docker hosts, weft's own, where flannel's image has it.
+mkdir -p "$stage/opt/bin"
+cp deploy/mk-docker-opts.sh "$stage/opt/bin/mk-docker-opts.sh"
+cp package.json package-lock.json "$stage/opt/weft/"
+(cd "$stage/opt/weft" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error && rm package-lock.json)
