@@ -32,7 +32,7 @@ Commands:
   status           what the agent on this machine knows: lease, registry, peers (its --healthz-ip/-port; --json)
   doctor           checks this node for the problems flannel users hit, each with what to do (--json)
   cleanup          removes flannel's devices, rules and subnet file from this node (uninstall; --dry-run)
-  version          print the version
+  version          print the version, the commit it was built from, the architecture and Node.js
   help             this text
 `;
 
