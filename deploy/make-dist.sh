@@ -12,7 +12,7 @@ name="weft-$version-linux-$arch"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 deploy/stage.sh "$work/$name"
-cp deploy/dist/weft.service deploy/dist/install.sh "$work/$name/"
+cp deploy/release/weft.service deploy/release/install.sh "$work/$name/"
 cp README.md "$work/$name/opt/weft/README.md"
 mkdir -p dist
 # Owned by root, in a fixed order and time: the same tree gives the same archive.
