@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { maskIp } from '../ip/cidr.js';
-import { formatIp } from '../ip/ip.js';
+import { formatIp, parseIp } from '../ip/ip.js';
 import type { Cluster, ClusterNode } from '../testing/cluster.js';
 import { ipJson, netnsSkipReason, nsExec } from '../testing/netns.js';
 import { assertFullMesh, pingThrough, startCluster, wait } from './cluster-scenarios.js';
@@ -70,15 +70,19 @@ test('udp: flannel\'s wire format, with a stand-in flannel peer that speaks it f
   const cluster = await cluster3(t);
   const n1 = cluster.nodes[0]!;
   const peer = await cluster.addNode();
-  // A flanneld node's udp lease, as flanneld writes it.
-  await cluster.etcd('put', '/coreos.com/network/subnets/198.18.77.0-24', `{"PublicIP":"${peer.ip}","PublicIPv6":null}`);
+  // A flanneld node's udp lease, as flanneld writes it, in a subnet no agent holds (a fixed one
+  // was once an agent's own, taken at random).
+  const taken = new Set((await Promise.all(cluster.nodes.map((n) => cluster.subnetEnv(n)))).map((e) => e?.subnet?.ip.value));
+  const third = [77, 78, 79, 80].find((n) => !taken.has(parseIp(`198.18.${n}.0`).value))!;
+  const net = `198.18.${third}`;
+  await cluster.etcd('put', `/coreos.com/network/subnets/${net}.0-24`, `{"PublicIP":"${peer.ip}","PublicIPv6":null}`);
   const script = `
     import dgram from 'node:dgram';
     const sum = (b) => { let s = 0; for (let i = 0; i < b.length; i += 2) s += (b[i] << 8) | (b[i + 1] ?? 0); while (s > 0xffff) s = (s & 0xffff) + (s >>> 16); return ~s & 0xffff; };
     const ip = (t) => Buffer.from(t.split('.').map(Number));
     const p = Buffer.alloc(36);
     p[0] = 0x45; p.writeUInt16BE(36, 2); p.writeUInt16BE(0x4000, 6); p[8] = 64; p[9] = 1;
-    ip('198.18.77.5').copy(p, 12); ip(${JSON.stringify(n1.pods[0]!.ip)}).copy(p, 16);
+    ip('${net}.5').copy(p, 12); ip(${JSON.stringify(n1.pods[0]!.ip)}).copy(p, 16);
     p.writeUInt16BE(sum(p.subarray(0, 20)), 10);
     p[20] = 8; p.writeUInt16BE(0x7777, 24); p.writeUInt16BE(1, 26); p.write('weft-udp', 28);
     p.writeUInt16BE(sum(p.subarray(20)), 22);
@@ -100,7 +104,7 @@ test('udp: flannel\'s wire format, with a stand-in flannel peer that speaks it f
   assert.equal(m[9], 1, 'ICMP');
   assert.equal(m[20], 0, 'an echo reply');
   assert.equal([...m.subarray(12, 16)].join('.'), n1.pods[0]!.ip);
-  assert.equal([...m.subarray(16, 20)].join('.'), '198.18.77.5');
+  assert.equal([...m.subarray(16, 20)].join('.'), `${net}.5`);
   assert.equal(m[8], 64 - 1 - 1, 'TTL: the pod\'s 64, less one for the node\'s routing and one for the sender, as flannel');
   assert.equal(reply.ipSum, 0, 'the patched IP checksum is right');
   assert.equal(reply.icmpSum, 0);
