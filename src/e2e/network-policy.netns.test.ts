@@ -104,3 +104,13 @@ test('dual-stack: a policy isolates and allows over IPv6 exactly as over IPv4, T
   for (const p of pods) await nsExec(p.pod.ns, 'ip', ['-6', 'neigh', 'flush', 'all']);
   await expectMatrix('IPv6 after the neighbours were forgotten', pods, expect, ['TCP'], 6);
 });
+
+for (const backend of ['host-gw', 'udp'] as const) {
+  test(`${backend}: the same isolation as over vxlan (the table sits on the forward and input hooks, whatever carries the packets)`, { skip, timeout: 240_000 }, async (t) => {
+    const { api, pods } = await startPolicyCluster(t, 'enforce', fourPods, { backend });
+    await expectMatrix('no policy', pods, () => true, ['TCP', 'UDP']);
+    await api.apply(policyObject('x', 'from-y-80', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }], ports: [{ port: 80, protocol: 'TCP' }, { port: 80, protocol: 'UDP' }] }] }));
+    await api.apply(policyObject('y', 'only-to-x', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ namespaceSelector: { matchLabels: { ns: 'x' } } }] }] }));
+    await expectMatrix('isolated', pods, (f, to, port) => (to.ns !== 'x' || (f.ns === 'y' && port === 80)) && !(f.ns === 'y' && to.ns === 'y'), ['TCP', 'UDP']);
+  });
+}
