@@ -140,7 +140,7 @@ export async function startPolicyCluster(
   t: { after(fn: () => Promise<void>): void; readonly passed?: boolean },
   mode: 'enforce' | 'dry-run' | 'off',
   layout: ReadonlyArray<readonly [string, string, 1 | 2]>,
-  options: { readonly dualStack?: boolean; readonly backend?: 'vxlan' | 'host-gw' | 'udp' } = {},
+  options: { readonly dualStack?: boolean; readonly backend?: 'vxlan' | 'host-gw' | 'udp' | 'wireguard' } = {},
 ): Promise<PolicyCluster> {
   const dual = options.dualStack === true;
   const config = { Network: '198.18.0.0/16', Backend: { Type: options.backend ?? 'vxlan' }, ...(dual ? { EnableIPv6: true, IPv6Network: '2001:db8:1800::/56' } : {}) };

@@ -105,7 +105,7 @@ test('dual-stack: a policy isolates and allows over IPv6 exactly as over IPv4, T
   await expectMatrix('IPv6 after the neighbours were forgotten', pods, expect, ['TCP'], 6);
 });
 
-for (const backend of ['host-gw', 'udp'] as const) {
+for (const backend of ['host-gw', 'udp', 'wireguard'] as const) {
   test(`${backend}: the same isolation as over vxlan (the table sits on the forward and input hooks, whatever carries the packets)`, { skip, timeout: 240_000 }, async (t) => {
     const { api, pods } = await startPolicyCluster(t, 'enforce', fourPods, { backend });
     await expectMatrix('no policy', pods, () => true, ['TCP', 'UDP']);
