@@ -80,7 +80,7 @@ export function networkPolicyAgent(options: NetworkPolicyAgentOptions): NetworkP
           pods: pods.changes(signal),
           namespaces: namespaces.changes(signal),
           policies: policies.changes(signal),
-          tables: { install: (t) => owner.update(t), check: () => owner.check(), read: (t) => owner.read(t), listed: (t) => owner.listed(t) },
+          tables: { install: (t) => owner.update(t), check: () => owner.check(), listed: (t) => owner.listed(t) },
           log,
           checkMs: options.checkMs,
         });

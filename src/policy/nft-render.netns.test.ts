@@ -8,7 +8,7 @@ import { createNetns, deleteNetns, netnsSkipReason, nsExec } from '../testing/ne
 import { ipOf, netpol, nodeIps, topology } from '../testing/netpol-topology.js';
 import { replaceTables } from '../traffic/nft-table.js';
 import { compile } from './compiler.js';
-import { podChain, renderPolicyTable } from './nft-render.js';
+import { counterOf, podChain, renderPolicyTable } from './nft-render.js';
 
 const skip = netnsSkipReason();
 
@@ -63,9 +63,11 @@ test('the table\'s shape: a chain per isolated direction of each local pod, verd
   assert.ok(ruleSets.length > 0 && ruleSets.every((s) => JSON.stringify(set(s).elements) === JSON.stringify(['198.18.2.0-198.18.2.10', '198.18.2.12-198.18.2.255'])), JSON.stringify(ruleSets.map((s) => set(s).elements)));
   assert.ok(xa.rules.some((r) => /meta l4proto tcp th dport \{ 80, 81 \} return$/.test(r)), xa.rules.join('\n'));
   assert.ok(xa.rules.some((r) => /meta l4proto udp th dport \{ 81-90 \} return$/.test(r)));
-  assert.deepEqual(xa.rules.slice(-2), ['meta l4proto tcp counter reject with tcp reset comment "x/in, x/out"', 'counter reject with icmpx port-unreachable']);
+  const counter = `counter name "${counterOf(chain('x', 'a', 'in'))}"`;
+  assert.deepEqual(xa.rules.slice(-2), [`meta l4proto tcp ${counter} reject with tcp reset comment "x/in, x/out"`, `${counter} reject with icmpx port-unreachable`]);
+  assert.ok(table.counters!.includes(counterOf(chain('x', 'a', 'in'))), 'one named counter per pod chain, declared in the table');
   const dry = renderPolicyTable(compile(world, 'node1'), { dryRun: true }).chains.find((c) => c.name === chain('x', 'a', 'in'))!;
-  assert.deepEqual(dry.rules.slice(-5), ['counter comment "x/in, x/out"', 'update @dry-in4 { ip saddr . ip daddr counter }', 'update @dry-in6 { ip6 saddr . ip6 daddr counter }', 'limit rate 10/second log prefix "weft-policy dry run x/a ingress: " level info', 'return']);
+  assert.deepEqual(dry.rules.slice(-5), [`${counter} comment "x/in, x/out"`, 'update @dry-in4 { ip saddr . ip daddr counter }', 'update @dry-in6 { ip6 saddr . ip6 daddr counter }', 'limit rate 10/second log prefix "weft-policy dry run x/a ingress: " level info', 'return']);
 });
 
 test('10,000 ipBlocks in one rule: one set nft takes in one transaction', { skip }, async (t) => {

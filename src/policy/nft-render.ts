@@ -39,6 +39,9 @@ const dryRunPairs = { timeoutS: 3600, size: 65536 } as const;
  */
 export const podChain = (pod: { readonly namespace: string; readonly name: string }, tag: 'in' | 'out'): string => `${tag}-${digest(`${pod.namespace}/${pod.name}`)}`;
 
+/** The named counter of a pod's chain: what it rejected (or would have), across rewrites of the chain. */
+export const counterOf = (chain: string): string => `c-${chain}`;
+
 const digest = (text: string): string => createHash('sha256').update(text).digest('hex').slice(0, 16);
 
 const ipOfValue = (family: Family, value: bigint): string => formatIp(family === 4 ? ipv4(value) : { family: 6, value });
@@ -67,6 +70,7 @@ export interface RenderOptions {
 export function renderPolicyTable(programs: readonly PodProgram[], options: RenderOptions = {}): OwnedTable {
   const sets: NftSet[] = [];
   const chains: NftChain[] = [];
+  const counters: string[] = [];
   const maps: Record<'in' | 'out', Record<Family, string[]>> = { in: { 4: [], 6: [] }, out: { 4: [], 6: [] } };
   // A rule's peers are the same for every pod its policy selects: one set serves all their chains,
   // named after the policy's rule rather than its contents, so that a peer coming or going
@@ -120,15 +124,17 @@ export function renderPolicyTable(programs: readonly PodProgram[], options: Rend
           ),
         );
       }
+      const counted = `counter name ${JSON.stringify(counterOf(chain))}`;
+      counters.push(counterOf(chain));
       const verdict = options.dryRun
         ? [
-            'counter',
+            counted,
             `update @${dryRunSet(tag, 4)} { ip saddr . ip daddr counter }`,
             `update @${dryRunSet(tag, 6)} { ip6 saddr . ip6 daddr counter }`,
             `limit rate 10/second log prefix ${JSON.stringify(`weft-policy dry run ${who} ${direction}: `.slice(0, 120))} level info`,
             'return',
           ]
-        : ['meta l4proto tcp counter reject with tcp reset', 'counter reject with icmpx port-unreachable'];
+        : [`meta l4proto tcp ${counted} reject with tcp reset`, `${counted} reject with icmpx port-unreachable`];
       // The policies on a rule, not on the chain: nft cannot change a chain's comment in place.
       verdict[0] = `${verdict[0]} comment ${JSON.stringify(program.policies.join(', ').slice(0, 120))}`;
       chains.push({ name: chain, comment: `${who} ${direction}`, rules: [...body, ...verdict] });
@@ -152,7 +158,7 @@ export function renderPolicyTable(programs: readonly PodProgram[], options: Rend
       ...(hook === 'forward' ? ['ip daddr vmap @in4', 'ip6 daddr vmap @in6'] : []),
     ],
   });
-  return { ...policyTable, comment: 'weft: NetworkPolicy for the pods of this node', sets, chains: [dispatch('forward'), dispatch('input'), ...chains] };
+  return { ...policyTable, comment: 'weft: NetworkPolicy for the pods of this node', counters, sets, chains: [dispatch('forward'), dispatch('input'), ...chains] };
 }
 
 function ruleLines(

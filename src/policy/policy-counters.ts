@@ -1,6 +1,6 @@
 /**
  * What the policy table has counted, read from its `nft -j` listing: per pod chain the packets it
- * rejected (enforcing) or would have (a dry run), and in a dry run the (source, destination) pairs
+ * rejected (enforcing) or would have (a dry run), from the chain's named counter, and in a dry run the (source, destination) pairs
  * behind them; and the running totals, kept across tables written over (whose counters start
  * from 0). Pure: the engine hands it the listing's items.
  */
@@ -38,11 +38,11 @@ export function parsePolicyCounters(items: readonly unknown[]): PolicyCounters {
   const chains = new Map<string, number>();
   const pairs: DeniedPair[] = [];
   for (const item of items) {
-    const rule = obj(obj(item)?.['rule']);
-    const chain = rule?.['chain'];
-    if (typeof chain === 'string' && chainPattern.test(chain) && Array.isArray(rule!['expr'])) {
-      const n = (rule!['expr'] as unknown[]).reduce<number>((sum, e) => sum + packetsOf(e), 0);
-      chains.set(chain, (chains.get(chain) ?? 0) + n);
+    // A pod chain's named counter (nft-render.ts counterOf: `c-<chain>`).
+    const counter = obj(obj(item)?.['counter']);
+    const name = counter?.['name'];
+    if (typeof name === 'string' && name.startsWith('c-') && chainPattern.test(name.slice(2))) {
+      chains.set(name.slice(2), (chains.get(name.slice(2)) ?? 0) + packetsOf(item));
       continue;
     }
     const set = obj(obj(item)?.['set']);
@@ -90,6 +90,14 @@ export class DeniedCounts {
     const pairs = new Map<string, number>();
     for (const p of counted.pairs) pairs.set(`${directionOf[p.tag]} ${p.from} ${p.to}`, p.packets);
     [this.#now, this.#pairsNow] = [now, pairs];
+  }
+
+  /** What the named counters say now, from a listing of them alone (the pairs are left as they were). */
+  observeCounters(items: readonly unknown[]): void {
+    const counted = parsePolicyCounters(items);
+    const now = new Map<string, number>();
+    for (const [chain, n] of counted.chains) if (this.#chains.has(chain) && n > 0) now.set(chain, n);
+    this.#now = now;
   }
 
   /**

@@ -8,7 +8,7 @@ import { netpol, topology } from '../testing/netpol-topology.js';
 import { waitUntil } from '../testing/wait.js';
 import { formatIp, parseIp } from '../ip/ip.js';
 import type { OwnedTable } from '../traffic/nft-table.js';
-import { podChain } from './nft-render.js';
+import { counterOf, podChain } from './nft-render.js';
 import { type Changes, PolicyEngine, type PolicyMode } from './policy-engine.js';
 import { type NamespaceRecord, type PodRecord, type PolicyRecord, type RefusedPolicy, decodePolicy } from './records.js';
 
@@ -41,9 +41,6 @@ function start(t: { after(fn: () => unknown): void }, mode: PolicyMode = 'enforc
   /** What the last check listed, before its repair. */
   let seen: unknown[] = [];
   const keeper = {
-    async read() {
-      return listing;
-    },
     listed() {
       return seen;
     },
@@ -150,7 +147,7 @@ test('a failed install is tried again after a pause; drift is checked every peri
 });
 
 /** A chain's rule with a counter, and a dry run's pair element, as `nft -j` lists them. */
-const counted = (chain: string, packets: number) => ({ rule: { chain, expr: [{ counter: { packets, bytes: packets * 60 } }, { reject: null }] } });
+const counted = (chain: string, packets: number) => ({ counter: { family: 'inet', table: 'weft-policy', name: counterOf(chain), packets, bytes: packets * 60 } });
 const pairs = (name: string, ...elems: Array<[string, string, number]>) => ({
   set: { name, elem: elems.map(([from, to, packets]) => ({ elem: { val: { concat: [from, to] }, counter: { packets, bytes: 0 } } })) },
 });
@@ -187,13 +184,25 @@ test('what the table counted is kept across a table written whole, a drift repai
   e.count([counted(xa, 4)]);
   await check('the next check');
   assert.deepEqual(e.engine.status().denied, [{ pod: 'x/a', direction: 'ingress', packets: 9 }], '5 before the repair, 4 since');
-  // x/a's own chain written over: its 4 are kept, and it counts from 0.
+  // x/a's own chain written over: its named counter counts on (4, then 6), nothing is folded.
   e.policies.push([{ type: 'put', record: decodePolicy(netpol('x', 'allow-a', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{}] }))! }]);
   await settle(e.clock, () => e.installs.length === 3, 'x/a\'s chain changed');
-  e.count([counted(xa, 2)]);
+  e.count([counted(xa, 6)]);
   await check('a check after it');
   assert.deepEqual(e.engine.status().denied, [{ pod: 'x/a', direction: 'ingress', packets: 11 }]);
   assert.equal(e.engine.status().deniedPairs[0]?.packets, 5, 'pairs kept in their sets while the table is changed in place');
+  // x/a no longer isolated: its chain goes, its counter stays until a check has read it (7).
+  e.policies.push(['deny', 'allow-a'].map((name) => ({ type: 'delete' as const, record: decodePolicy(netpol('x', name, { podSelector: { matchLabels: { pod: 'a' } } }))! })));
+  await settle(e.clock, () => !lastTable(e).chains.some((c) => c.name === xa), 'x/a\'s chain gone');
+  assert.ok(lastTable(e).counters!.includes(counterOf(xa)), 'its counter kept');
+  e.count([counted(xa, 7)]);
+  await check('a check after that');
+  assert.deepEqual(e.engine.status().denied, [{ pod: 'x/a', direction: 'ingress', packets: 12 }], '5 before the repair, 7 since');
+  await check('another check, the counter still there');
+  assert.deepEqual(e.engine.status().denied, [{ pod: 'x/a', direction: 'ingress', packets: 12 }], 'read once, counted once');
+  // The next change deletes it.
+  e.policies.push([{ type: 'put', record: decodePolicy(netpol('y', 'deny', { podSelector: {} }))! }]);
+  await settle(e.clock, () => !lastTable(e).counters!.includes(counterOf(xa)), 'the counter deleted with the next change');
 });
 
 test('a pod the CNI plugin has just addressed: admitted with the plugin\'s addresses, answered once its table is in, forgotten on DEL', async (t) => {

@@ -13,7 +13,7 @@ import { type IpAddr, formatIp } from '../ip/ip.js';
 import { type OwnedTable, replaceTables } from '../traffic/nft-table.js';
 import { type PodProgram, compile } from './compiler.js';
 import type { World } from './model.js';
-import { podChain, policyTable, renderPolicyTable } from './nft-render.js';
+import { counterOf, podChain, policyTable, renderPolicyTable } from './nft-render.js';
 import { DeniedCounts } from './policy-counters.js';
 import { type NamespaceRecord, type PodRecord, type PolicyRecord, type RefusedPolicy, isRefused } from './records.js';
 
@@ -31,10 +31,9 @@ export interface TableKeeper {
   install(tables: readonly OwnedTable[]): Promise<'updated' | 'replaced'>;
   /** True when the kernel's table had drifted and was written again. */
   check(): Promise<boolean>;
-  /** The table's items as `nft -j` lists them now, counters included. */
-  read(table: typeof policyTable): Promise<readonly unknown[]>;
-  /** The items the last check listed (before any repair): what it counted then, at no extra listing. */
+  /** The items the last full listing found (a check's before its repair, or before a table was written whole). */
   listed(table: typeof policyTable): readonly unknown[];
+
 }
 
 export interface PolicyEngineOptions {
@@ -68,11 +67,7 @@ export interface PolicyStatus {
   readonly deniedPairs: ReadonlyArray<{ readonly direction: 'ingress' | 'egress'; readonly from: string; readonly to: string; readonly packets: number }>;
 }
 
-/** The chains of `before` that `after` writes over or no longer has. */
-function rewritten(before: OwnedTable, after: OwnedTable): Set<string> {
-  const now = new Map(after.chains.map((c) => [c.name, c.rules.join('\n')]));
-  return new Set(before.chains.filter((c) => now.get(c.name) !== c.rules.join('\n')).map((c) => c.name));
-}
+type Owner = { readonly pod: string; readonly direction: 'ingress' | 'egress' };
 
 const podKey = (p: { namespace: string; name: string }): string => `${p.namespace}/${p.name}`;
 
@@ -88,6 +83,10 @@ export class PolicyEngine {
   #installedAt: number | undefined;
   readonly #counts = new DeniedCounts();
   #table: OwnedTable | undefined;
+  /** The installed table's pod chains, and whose. */
+  #owners = new Map<string, Owner>();
+  /** Chains deleted whose counters stay until a check has read them. */
+  readonly #retired = new Map<string, Owner>();
   /** Addresses the CNI plugin gave pods of this node that the API does not list yet, by pod. */
   readonly #cniIps = new Map<string, readonly IpAddr[]>();
   #kick: () => void = () => undefined;
@@ -204,11 +203,14 @@ export class PolicyEngine {
             const t0 = this.#clock.now();
             const drifted = await this.#o.tables.check();
             this.#counts.observe(this.#o.tables.listed(policyTable));
-            // A table written again after drift counts from 0: what it had counted is kept.
-            if (drifted) {
-              this.#counts.fold('all');
-              publish('policy.repair', {});
+            // A table written again after drift counts from 0: what it had counted is kept. The
+            // counters of deleted chains have been read: kept, and left for the next change to delete.
+            this.#counts.fold(drifted ? 'all' : new Set(this.#retired.keys()));
+            if (this.#retired.size > 0) {
+              this.#retired.clear();
+              this.#counts.installed(this.#owners);
             }
+            if (drifted) publish('policy.repair', {});
             // A check lists the whole table, which at tens of thousands of set elements takes
             // hundreds of milliseconds: it never takes more than a twentieth of the time.
             nextCheck = this.#clock.now() + Math.max(checkMs, 20 * (this.#clock.now() - t0));
@@ -225,11 +227,6 @@ export class PolicyEngine {
     } finally {
       await Promise.allSettled(followers);
     }
-  }
-
-  /** What the installed table has counted so far. */
-  async #readCounters(): Promise<void> {
-    this.#counts.observe(await this.#o.tables.read(policyTable));
   }
 
   #applyPolicy(type: 'put' | 'delete', p: PolicyRecord | RefusedPolicy): void {
@@ -249,21 +246,32 @@ export class PolicyEngine {
     const t0 = performance.now();
     const generation = this.#generation;
     this.#programs = compile(this.world(), this.#o.node);
-    const table = renderPolicyTable(this.#programs, { dryRun: this.#o.mode === 'dry-run' });
+    const rendered = renderPolicyTable(this.#programs, { dryRun: this.#o.mode === 'dry-run' });
+    const chains = new Map<string, Owner>();
+    for (const p of this.#programs) {
+      if (p.ingress) chains.set(podChain(p.pod, 'in'), { pod: podKey(p.pod), direction: 'ingress' });
+      if (p.egress) chains.set(podChain(p.pod, 'out'), { pod: podKey(p.pod), direction: 'egress' });
+    }
+    // Chains written over keep their named counters. A chain this change deletes leaves its
+    // counter in the table until the next check has read it (no listing now: nft loads every set
+    // to list anything), which keeps what it counted.
+    for (const [chain, owner] of this.#owners) if (!chains.has(chain)) this.#retired.set(chain, owner);
+    for (const chain of chains.keys()) this.#retired.delete(chain);
+    const table: OwnedTable = { ...rendered, counters: [...(rendered.counters ?? []), ...[...this.#retired.keys()].map(counterOf)] };
     const text = replaceTables([table]);
     if (text === this.#installedText) {
       publish('policy.program', { seconds: (performance.now() - t0) / 1000, how: 'unchanged' });
       return this.#settled(generation);
     }
-    if (this.#installedAt !== undefined) await this.#readCounters();
     const how = await this.#o.tables.install([table]);
-    this.#counts.fold(how === 'replaced' || !this.#table ? 'all' : rewritten(this.#table, table));
-    const chains = new Map<string, { pod: string; direction: 'ingress' | 'egress' }>();
-    for (const p of this.#programs) {
-      if (p.ingress) chains.set(podChain(p.pod, 'in'), { pod: podKey(p.pod), direction: 'ingress' });
-      if (p.egress) chains.set(podChain(p.pod, 'out'), { pod: podKey(p.pod), direction: 'egress' });
+    if (how === 'replaced' && this.#table) {
+      // Written whole, every counter starts over: what the table had counted, as listed before.
+      this.#counts.observe(this.#o.tables.listed(policyTable));
+      this.#counts.fold('all');
+      this.#retired.clear();
     }
-    this.#counts.installed(chains);
+    this.#owners = chains;
+    this.#counts.installed(new Map([...chains, ...this.#retired]));
     this.#table = table;
     this.#installedText = text;
     this.#installedAt = this.#clock.now();

@@ -65,7 +65,7 @@ export class NftOwner {
     await this.#settle();
     const changes = this.#reference && this.#tables.length === tables.length ? tables.map((t, i) => updateTable(this.#tables[i]!, t)) : [];
     if (changes.length === 0 || changes.some((x) => x === undefined)) {
-      await this.install(tables);
+      await this.#replace(tables);
       return 'replaced';
     }
     const text = changes.map((c) => c!.text).join('');
@@ -76,7 +76,7 @@ export class NftOwner {
       await this.#exec('nft', ['-f', '-'], text);
     } catch (err) {
       this.#log.warn({ err, tables: tables.map((t) => t.name) }, 'changing the nftables tables in place failed; replacing them whole');
-      await this.install(tables);
+      await this.#replace(tables);
       return 'replaced';
     }
     const reference = new Map(this.#reference);
@@ -102,6 +102,14 @@ export class NftOwner {
     }
   }
 
+  /** Writes the tables whole; `listed` keeps what they held before (their counts start over). */
+  async #replace(tables: readonly OwnedTable[]): Promise<void> {
+    if (this.#tables.length > 0) await this.#list().catch(() => undefined);
+    const before = new Map(this.#items);
+    await this.install(tables);
+    for (const [k, v] of before) this.#items.set(k, v);
+  }
+
   /** Waits for the listing after the last change. */
   async #settle(): Promise<void> {
     const pending = this.#relisting;
@@ -120,17 +128,6 @@ export class NftOwner {
     await this.install(this.#tables);
     for (const [k, v] of found) this.#items.set(k, v);
     return true;
-  }
-
-  /** The items of one of the owner's tables as `nft -j` lists them now (counters and dynamic sets included); none when it is missing. */
-  async read(table: Pick<OwnedTable, 'family' | 'name'>): Promise<readonly unknown[]> {
-    let listing: string;
-    try {
-      listing = await this.#exec('nft', ['-j', 'list', 'table', table.family, table.name]);
-    } catch {
-      return [];
-    }
-    return ((JSON.parse(listing) as { nftables?: unknown[] }).nftables ?? []).filter((i) => !(typeof i === 'object' && i !== null && 'metainfo' in i));
   }
 
   /** Deletes these tables where they exist. */

@@ -145,3 +145,13 @@ test('a dynamic set is declared with its timeout and size, and filled by rules o
   const gone = updateTable(base, { ...base, sets: base.sets!.filter((s) => s.name !== 'in4'), chains: [{ ...base.chains[0]!, rules: base.chains[0]!.rules }, ...base.chains.slice(1)] })!;
   assert.ok(gone.text.includes('delete map inet weft-policy in4\n') && gone.touched.gone.includes('map in4'));
 });
+
+test('named counters: declared with the table, added before the chains that use them and deleted after', () => {
+  const withCounters = (names: string[]): OwnedTable => ({ ...base, counters: names });
+  assert.ok(replaceTables([withCounters(['c-in-1'])]).includes('  counter c-in-1 {\n  }\n'));
+  assert.equal(updateTable(withCounters(['c-in-1']), withCounters(['c-in-1']))!.text, '');
+  const change = updateTable(withCounters(['c-in-1', 'c-in-2']), { ...withCounters(['c-in-1', 'c-in-3']), chains: [base.chains[0]!, base.chains[1]!, pod(3, ['counter name "c-in-3" reject'])] })!;
+  const lines = change.text.split('\n');
+  assert.equal(lines[0], 'add counter inet weft-policy c-in-3');
+  assert.ok(lines.indexOf('delete counter inet weft-policy c-in-2') > lines.indexOf('delete chain inet weft-policy in-2'), 'deleted once no chain uses it');
+});

@@ -36,6 +36,11 @@ export interface OwnedTable {
   readonly name: string;
   readonly comment?: string;
   readonly sets?: readonly NftSet[];
+  /**
+   * Named counters (`counter name "<name>"` in rules): they count on when the chains using them
+   * are written over, so a change in place loses no count.
+   */
+  readonly counters?: readonly string[];
   readonly chains: readonly NftChain[];
 }
 
@@ -47,6 +52,7 @@ export function replaceTables(tables: readonly OwnedTable[]): string {
     // Adding first makes the delete valid when the table does not exist yet.
     lines.push(`add ${head}`, `delete ${head}`, `${head} {`);
     if (t.comment) lines.push(`  comment ${quote(t.comment)}`);
+    for (const c of t.counters ?? []) lines.push(`  counter ${c} {`, '  }');
     for (const s of t.sets ?? []) {
       lines.push(`  ${s.map ? 'map' : 'set'} ${s.name} {`, `    type ${s.type}`);
       const flags = [...(s.flags ?? []), ...(s.dynamic ? ['dynamic', 'timeout'] : [])];
@@ -99,6 +105,9 @@ export function updateTable(before: OwnedTable, after: OwnedTable): TableUpdate 
     if (o && setHead(o) !== setHead(x)) return undefined;
   }
   const lines: string[] = [];
+  const oldCounters = new Set(before.counters ?? []);
+  const newCounters = new Set(after.counters ?? []);
+  for (const c of newCounters) if (!oldCounters.has(c)) lines.push(`add counter ${t} ${c}`);
   const written = new Map<string, { kind: 'chain' | 'set' | 'map'; name: string }>();
   const wrote = (kind: 'chain' | 'set' | 'map', name: string): void => void written.set(`${kind} ${name}`, { kind, name });
   for (const c of after.chains) {
@@ -158,6 +167,7 @@ export function updateTable(before: OwnedTable, after: OwnedTable): TableUpdate 
     lines.push(`delete set ${t} ${name}`);
     goneObjects.push(`set ${name}`);
   }
+  for (const c of oldCounters) if (!newCounters.has(c)) lines.push(`delete counter ${t} ${c}`);
   return { text: lines.length > 0 ? lines.join('\n') + '\n' : '', touched: { written: [...written.values()], gone: goneObjects } };
 }
 
