@@ -87,6 +87,12 @@ test('the conformance cases as a dry run: nothing is refused, and the pairs coun
       if (from !== to && !allowed(w, endpointOf(w, parseIp(from.pod.ip)), endpointOf(w, parseIp(to.pod.ip)), port, proto)) refused.add(`${id(from)}->${id(to)}`);
     }
     // One round of probes: all open, and what it adds to the counts is exactly the refused pairs.
+    // The counts first settle: every node has read its counters since the last case's probes.
+    const settledAfter = Date.now();
+    await waitUntil(`${name}: the counters read since the last probes`, async () => {
+      for (const n of cluster.nodes) if (((await status(cluster, n)).policy?.countedAt ?? 0) <= settledAfter) return false;
+      return true;
+    }, 30_000);
     const before = await counted();
     await expectMatrix(`${name}, dry run`, pods, () => true, ['TCP', 'UDP']);
     let grew = new Set<string>();

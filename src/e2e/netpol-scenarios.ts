@@ -6,7 +6,8 @@
  * (open, or refused by a reset) and a UDP datagram echoed (open, or refused by an ICMP
  * unreachable). A denied connection is refused, never left silent: silence is a failure too.
  */
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { Cluster, type ClusterNode, type Pod } from '../testing/cluster.js';
 import { nsExec, spawnInNetns, stopProcess } from '../testing/netns.js';
 import { waitUntil } from '../testing/wait.js';
@@ -37,10 +38,14 @@ for (const port of [80, 81]) {
   }
 }`;
 
-/** Tries every target at once; prints one line of JSON: target → open, refused or silent. */
+/**
+ * A prober in a namespace: for each line of JSON targets on stdin, tries them all at once and
+ * prints one line of JSON: target → open, refused or silent. One per namespace for the whole test
+ * (a Node process per matrix round was most of these tests' CPU, beside the agents they measure).
+ */
 export const probeScript = `import { connect } from 'node:net';
 import { createSocket } from 'node:dgram';
-const targets = JSON.parse(process.argv[1]);
+import { createInterface } from 'node:readline';
 const tcp = (ip, port) => new Promise((resolve) => {
   const s = connect({ host: ip, port, timeout: 3000 });
   s.on('connect', () => { s.destroy(); resolve('open'); });
@@ -54,12 +59,42 @@ const udp = (ip, port) => new Promise((resolve) => {
   s.on('error', (e) => { clearTimeout(t); s.close(); resolve(e.code === 'ECONNREFUSED' ? 'refused' : e.code); });
   s.connect(port, ip, () => s.send('x'));
 });
-const out = await Promise.all(targets.map(([ip, port, proto]) => (proto === 'UDP' ? udp(ip, port) : tcp(ip, port))));
-process.stdout.write(JSON.stringify(out));`;
+for await (const line of createInterface({ input: process.stdin })) {
+  const out = await Promise.all(JSON.parse(line).map(([ip, port, proto]) => (proto === 'UDP' ? udp(ip, port) : tcp(ip, port))));
+  process.stdout.write(JSON.stringify(out) + '\\n');
+}`;
 
-/** One probe run from `from`'s namespace (a pod's, or a node's). */
+interface Prober {
+  readonly child: ChildProcess;
+  readonly lines: AsyncIterator<string>;
+  queue: Promise<unknown>;
+}
+const probers = new Map<string, Prober>();
+
+/** One probe run from a namespace (a pod's, or a node's), through its prober. */
 export async function probe(ns: string, targets: ReadonlyArray<readonly [string, number, Proto?]>): Promise<string[]> {
-  return JSON.parse(await nsExec(ns, process.execPath, ['--input-type=module', '-e', probeScript, JSON.stringify(targets)])) as string[];
+  let p = probers.get(ns);
+  if (!p) {
+    const child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--input-type=module', '-e', probeScript], { stdio: ['pipe', 'pipe', 'ignore'] });
+    p = { child, lines: createInterface({ input: child.stdout! })[Symbol.asyncIterator](), queue: Promise.resolve() };
+    probers.set(ns, p);
+  }
+  const prober = p;
+  const run = prober.queue.then(async () => {
+    prober.child.stdin!.write(JSON.stringify(targets) + '\n');
+    const line = await prober.lines.next();
+    if (line.done) throw new Error(`the prober in ${ns} ended`);
+    return JSON.parse(line.value) as string[];
+  });
+  prober.queue = run.catch(() => undefined);
+  return run;
+}
+
+/** Ends every prober (before the namespaces they run in go). */
+export async function stopProbers(): Promise<void> {
+  const all = [...probers.values()];
+  probers.clear();
+  for (const p of all) await stopProcess(p.child, 'SIGKILL').catch(() => undefined);
 }
 
 const key = (from: NetPod, to: NetPod, port: number, proto: Proto): string => `${id(from)}->${id(to)}:${port}${proto === 'UDP' ? '/udp' : ''}`;
@@ -153,6 +188,7 @@ export async function startPolicyCluster(
   });
   const servers: ChildProcess[] = [];
   cluster.destroyAfter(t, async () => {
+    await stopProbers();
     for (const s of servers) await stopProcess(s, 'SIGKILL').catch(() => undefined);
   });
   const api = cluster.api!;
@@ -192,6 +228,7 @@ export interface PolicyStatusBody {
     mode: string;
     policies: number;
     programmed: boolean;
+    countedAt?: number;
     pods: Array<{ pod: string }>;
     denied: Array<{ pod: string; direction: string; packets: number }>;
     deniedPairs: Array<{ from: string; to: string; direction: string; packets: number }>;

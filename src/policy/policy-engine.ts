@@ -61,6 +61,8 @@ export interface PolicyStatus {
   readonly installedAt?: number;
   /** Every change the engine has been told of is in the kernel's table (what a caller waits on, not a sleep). */
   readonly programmed: boolean;
+  /** When the counters were last read from the kernel (ms since the epoch): what `denied` holds up to. */
+  readonly countedAt?: number;
   /** Packets rejected (enforcing) or that would have been (a dry run), per pod and direction, since the agent started. */
   readonly denied: ReadonlyArray<{ readonly pod: string; readonly direction: 'ingress' | 'egress'; readonly packets: number }>;
   /** A dry run's pairs behind those packets, the busiest first: pods by name, anything else by address. */
@@ -85,6 +87,7 @@ export class PolicyEngine {
   #table: OwnedTable | undefined;
   /** The installed table's pod chains, and whose. */
   #owners = new Map<string, Owner>();
+  #countedAt: number | undefined;
   /** Chains deleted whose counters stay until a check has read them. */
   readonly #retired = new Map<string, Owner>();
   /** Addresses the CNI plugin gave pods of this node that the API does not list yet, by pod. */
@@ -107,6 +110,7 @@ export class PolicyEngine {
       denied: this.#counts.denied(),
       deniedPairs: this.#counts.pairs((ip) => byIp.get(ip) ?? ip),
       programmed: this.#installedGeneration === this.#generation,
+      ...(this.#countedAt !== undefined ? { countedAt: this.#countedAt } : {}),
       mode: this.#o.mode,
       policies: this.#policies.size,
       refused: [...this.#refused].map(([policy, reason]) => ({ policy, reason })),
@@ -203,6 +207,7 @@ export class PolicyEngine {
             const t0 = this.#clock.now();
             const drifted = await this.#o.tables.check();
             this.#counts.observe(this.#o.tables.listed(policyTable));
+            this.#countedAt = this.#clock.now();
             // A table written again after drift counts from 0: what it had counted is kept. The
             // counters of deleted chains have been read: kept, and left for the next change to delete.
             this.#counts.fold(drifted ? 'all' : new Set(this.#retired.keys()));
