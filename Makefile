@@ -7,11 +7,7 @@ export PATH := $(NODE_BIN):$(PATH)
 
 DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl ethtool \
   buildah debootstrap containerd busybox-static gcc g++ make python3 libssl-dev wireguard-go wireguard-tools tcpdump
-# Tests that measure a packet path through a restart run alone after the rest: beside another
-# test's cluster, the WireGuard hand-over's zero-loss check lost 13-22 of 400 pings in 2 of 8
-# clean-clone runs (a loaded machine's gap, not understood yet: see the closing note of stop 35).
-ALONE_FILES = dist/src/e2e/wireguard.netns.test.js
-TEST_FILES = $(filter-out $(ALONE_FILES),$(shell find dist/src -name '*.test.js' | sort))
+TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
 .PHONY: setup deb node kubectl deps native build cni-plugin image dist lint test mutation bench demo demo-down install-cni clean
 
@@ -93,7 +89,6 @@ image: setup native cni-plugin
 
 test: setup lint cni-plugin image dist
 	FLANNEL_NETNS_TESTS=1 node --test --test-concurrency=2 $(TEST_FILES)
-	FLANNEL_NETNS_TESTS=1 node --test --test-concurrency=1 $(ALONE_FILES)
 
 # Mutation testing of the decision modules (stryker.config.json: which modules, which unit tests),
 # kept out of `make test` for its length. The tests' waits are bounded at 4 s here, so that a
