@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createNetns, deleteNetns, netnsSkipReason, nsExec } from '../testing/netns.js';
+import { createNetns, deleteNetns, netnsSkipReason, nsExec, nsName } from '../testing/netns.js';
 import { ipOf, netpol, nodeIps, topology } from '../testing/netpol-topology.js';
 import { replaceTables } from '../traffic/nft-table.js';
 import { compile } from './compiler.js';
@@ -19,7 +19,7 @@ const policies = [
 ];
 
 test('the rendered table passes nft\'s check, enforcing and as a dry run', { skip }, async (t) => {
-  const ns = `weftpol${process.pid % 100000}`;
+  const ns = nsName('pol');
   await createNetns(ns);
   t.after(() => deleteNetns(ns));
   const world = topology(policies);
@@ -71,7 +71,7 @@ test('the table\'s shape: a chain per isolated direction of each local pod, verd
 });
 
 test('10,000 ipBlocks in one rule: one set nft takes in one transaction', { skip }, async (t) => {
-  const ns = `weftpol${process.pid % 100000}big`;
+  const ns = nsName('pol');
   await createNetns(ns);
   t.after(() => deleteNetns(ns));
   const blocks = Array.from({ length: 10_000 }, (_, i) => ({ ipBlock: { cidr: `198.${18 + (i >> 14)}.${(i >> 6) & 255}.${(i & 63) * 4}/31` } }));

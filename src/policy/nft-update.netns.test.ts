@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createNetns, deleteNetns, netnsSkipReason, nsExec } from '../testing/netns.js';
+import { createNetns, deleteNetns, netnsSkipReason, nsExec, nsName } from '../testing/netns.js';
 import { ipOf, netpol, topology } from '../testing/netpol-topology.js';
 import { recordingLogger } from '../testing/recording-logger.js';
 import type { Exec } from '../traffic/exec.js';
@@ -31,7 +31,7 @@ const denyY = netpol('y', 'deny', { podSelector: {}, policyTypes: ['Ingress', 'E
 const egressX = netpol('x', 'egress', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '198.18.0.0/16', except: ['198.18.2.0/24'] } }] }] });
 
 test('updated in place, the table lists as one written whole, through policy, label and pod changes, enforcing and as a dry run', { skip }, async (t) => {
-  const [a, b] = [`weftupd${process.pid % 100000}a`, `weftupd${process.pid % 100000}b`];
+  const [a, b] = [nsName('upd'), nsName('upd')];
   await createNetns(a);
   t.after(() => deleteNetns(a));
   await createNetns(b);
@@ -65,7 +65,7 @@ test('updated in place, the table lists as one written whole, through policy, la
 });
 
 test('one pod\'s policy changed: the transaction names that pod\'s chain and sets, and no other pod\'s', { skip }, async (t) => {
-  const ns = `weftupd${process.pid % 100000}c`;
+  const ns = nsName('upd');
   await createNetns(ns);
   t.after(() => deleteNetns(ns));
   const written: string[] = [];

@@ -139,7 +139,7 @@ test('NetworkPolicy defaulting: each port\'s protocol TCP; policyTypes Ingress, 
   const spec = ingress.body['spec'] as { policyTypes: string[]; ingress: Array<{ ports: Json[] }> };
   assert.deepEqual(spec.policyTypes, ['Ingress']);
   assert.deepEqual(spec.ingress[0]!.ports, [{ port: 80, protocol: 'TCP' }, { port: 53, protocol: 'UDP' }]);
-  const both = await create('both', { podSelector: {}, egress: [{ to: [{ ipBlock: { cidr: '10.0.0.0/8', except: ['10.1.0.0/16'] } }], ports: [{ port: 443, endPort: 445 }] }] });
+  const both = await create('both', { podSelector: {}, egress: [{ to: [{ ipBlock: { cidr: '198.18.0.0/15', except: ['198.18.1.0/24'] } }], ports: [{ port: 443, endPort: 445 }] }] });
   assert.deepEqual((both.body['spec'] as Json)['policyTypes'], ['Ingress', 'Egress']);
   assert.equal(((both.body['spec'] as { egress: Array<{ ports: Json[] }> }).egress[0]!.ports[0]!)['protocol'], 'TCP');
   assert.deepEqual((((await create('egress', { podSelector: {}, policyTypes: ['Egress'], egress: [{}] })).body['spec']) as Json)['policyTypes'], ['Egress']);
@@ -159,9 +159,9 @@ test('NetworkPolicy validation: 422 Invalid with the field of each error, and no
     [{ podSelector: {}, ingress: [{ ports: [{ port: 'http', endPort: 90 }] }] }, ['spec.ingress[0].ports[0].endPort']],
     [{ podSelector: {}, ingress: [{ ports: [{ port: 90, endPort: 80 }] }] }, ['spec.ingress[0].ports[0].endPort']],
     [{ podSelector: {}, egress: [{ ports: [{ endPort: 80 }] }] }, ['spec.egress[0].ports[0].endPort']],
-    [{ podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '10.0.0.0/8' }, podSelector: {} }] }] }, ['spec.ingress[0].from[0]']],
+    [{ podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '198.18.0.0/15' }, podSelector: {} }] }] }, ['spec.ingress[0].from[0]']],
     [{ podSelector: {}, ingress: [{ from: [{}] }] }, ['spec.ingress[0].from[0]']],
-    [{ podSelector: {}, egress: [{ to: [{ ipBlock: { cidr: '10.0.0.0/8', except: ['192.168.0.0/16'] } }] }] }, ['spec.egress[0].to[0].ipBlock.except[0]']],
+    [{ podSelector: {}, egress: [{ to: [{ ipBlock: { cidr: '198.18.0.0/16', except: ['198.51.100.0/24'] } }] }] }, ['spec.egress[0].to[0].ipBlock.except[0]']],
     [{ podSelector: { matchExpressions: [{ key: 'a', operator: 'In', values: [] }] }, ingress: [{ ports: [{ port: 80, protocol: 'ICMP' }] }] }, ['spec.podSelector.matchExpressions[0].values', 'spec.ingress[0].ports[0].protocol']],
     [{ podSelector: {}, policyTypes: ['Ingress', 'Sideways'] }, ['spec.policyTypes[1]']],
   ];

@@ -229,7 +229,7 @@ function peerErrors(peer: unknown, path: string): FieldError[] {
   return errors;
 }
 
-const cidrDetail = 'must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)';
+const cidrDetail = 'must be a valid CIDR value, (e.g. 198.18.8.0/24 or 2001:db8::/64)';
 
 function ipBlockErrors(block: unknown, path: string): FieldError[] {
   if (!isObject(block)) return [{ field: path, type: 'Invalid', value: block, detail: 'must be an IP block' }];
