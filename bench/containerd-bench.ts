@@ -1,10 +1,12 @@
 /**
  * `make bench`, container runtime part (needs root and `make image`): in one node namespace with
  * its own containerd, the time of `ctr run --rm` of a busybox container that exits at once, with
- * weft's single-file CNI plugin (ADD and DEL through libcni, delegating to bridge and host-local)
- * and without networking; the difference is what the plugin and its delegates cost a container.
+ * weft's CNI plugin from the image (ADD and DEL through libcni, delegating to bridge and
+ * host-local; its logic run by the agent's socket server, under the agent's Node flags) and
+ * without networking; the difference is what the plugin and its delegates cost a container.
  */
-import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { copyFile, lstat, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +28,7 @@ async function main(): Promise<void> {
   const ns = nsName('cb');
   const made: string[] = [];
   let runtime: ContainerdNode | undefined;
+  let server: ReturnType<typeof spawn> | undefined;
   try {
     made.push(...(await ensureCniMountPoints()));
     await createNetns(ns);
@@ -39,6 +42,9 @@ async function main(): Promise<void> {
     for (const p of ['bridge', 'host-local']) await copyFile(`/usr/lib/cni/${p}`, join(cni.bin, p));
     await writeFile(join(cni.netd, '10-flannel.conflist'), JSON.stringify({ name: 'cbr0', cniVersion: '0.3.1', plugins: [{ type: 'flannel', delegate: { hairpinMode: true, isDefaultGateway: true } }] }));
     await writeFile(join(cni.run, 'subnet.env'), 'FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.9.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n');
+    const agentFlags = ['--no-maglev', '--no-turbofan', '--max-semi-space-size=1', '--optimize-for-size', '--expose-gc'];
+    server = spawn(process.execPath, [...agentFlags, fileURLToPath(new URL('cni-socket-server.js', import.meta.url)), join(cni.run, 'subnet.env')], { stdio: 'ignore' });
+    while (!(await lstat(join(cni.run, 'weft-cni.sock')).then((s) => s.isSocket(), () => false))) await new Promise((r) => setTimeout(r, 10));
     await nsExec(ns, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
     const time = async (withCni: boolean, i: number): Promise<number> => {
       const t0 = performance.now();
@@ -56,7 +62,7 @@ async function main(): Promise<void> {
     say('### The CNI plugin under containerd');
     say();
     say(
-      `One node namespace with its own containerd 1.6 (Debian's); \`ctr run --rm\` of a busybox container that exits at once, with \`--cni\` (libcni runs weft's single-file plugin from the image, which delegates to bridge and host-local: ADD at start, DEL at removal) and without networking, alternately; medians of ${runs}.`,
+      `One node namespace with its own containerd 1.6 (Debian's); \`ctr run --rm\` of a busybox container that exits at once, with \`--cni\` (libcni runs weft's static plugin from the image, whose logic the agent's socket server runs, and which delegates to bridge and host-local: ADD at start, DEL at removal) and without networking, alternately; medians of ${runs}.`,
     );
     say();
     say('| container run | time (ms) |');
@@ -66,6 +72,7 @@ async function main(): Promise<void> {
     say(`| difference: the plugin and its delegates | ${(median(withCni) - median(without)).toFixed(0)} |`);
     say();
   } finally {
+    server?.kill('SIGTERM');
     await runtime?.stop().catch(() => undefined);
     await deleteNetns(ns);
     for (const p of made.reverse()) await rm(p, { recursive: true, force: true });

@@ -1,8 +1,8 @@
 #!/bin/sh
 # `make image`: weft's container image, built with buildah from a Debian base that debootstrap
 # makes (no registry involved), saved as an OCI archive under dist/. The runtime image holds the
-# single executable (dist/cni/flannel: Node and the CNI plugin in one file, also the image's weft
-# and flanneld), weft's runtime JavaScript and native addons, its production dependencies, and
+# single executable (dist/cni/weft: Node and weft in one file, also flanneld), the host's static CNI
+# plugin (dist/cni/flannel, for the init container to copy), weft's runtime JavaScript and native addons, its production dependencies, and
 # iptables, nftables, iproute2 and libcrypto: no compiler, no TypeScript, no devDependencies, no systemd.
 set -eu
 cd "$(dirname "$0")/.."

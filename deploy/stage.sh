@@ -1,7 +1,7 @@
 #!/bin/sh
 # What the image and the release tarball ship under /opt (deploy/build-image.sh, deploy/make-dist.sh):
-# the single executable (dist/cni/flannel: Node and the CNI plugin in one file, also weft and
-# flanneld), weft's runtime JavaScript without tests, test tools, the demo and build scripts, its
+# the single executable (dist/cni/weft: Node and weft in one file, also flanneld), the host's static
+# CNI plugin (dist/cni/flannel, which the DaemonSet copies to /opt/cni/bin), weft's runtime JavaScript without tests, test tools, the demo and build scripts, its
 # native addons, its production dependencies, and flannel's mk-docker-opts.sh. Usage: stage.sh DIR
 # (DIR/opt is made).
 set -eu
@@ -9,9 +9,9 @@ cd "$(dirname "$0")/.."
 stage=$1
 rm -rf "$stage"
 mkdir -p "$stage/opt/weft/bin"
+cp dist/cni/weft "$stage/opt/weft/bin/weft"
+ln -s weft "$stage/opt/weft/bin/flanneld"
 cp dist/cni/flannel "$stage/opt/weft/bin/flannel"
-ln -s flannel "$stage/opt/weft/bin/flanneld"
-ln -s flannel "$stage/opt/weft/bin/weft"
 (cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*') |
   while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
 # The commit it was built from (make build writes it), for `weft version`.

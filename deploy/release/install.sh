@@ -3,7 +3,8 @@
 #   tar -xzf weft-<version>-linux-<arch>.tar.gz && sudo weft-<version>-linux-<arch>/install.sh
 # Puts the agent under /opt/weft (PREFIX), flannel's mk-docker-opts.sh under /opt/bin, the unit
 # under /etc/systemd/system and, unless there is one, /etc/default/weft for its FLANNELD_*
-# settings; then enables and starts the unit (NO_START=1: neither). Nothing else on the host is
+# settings; the CNI plugin as flannel in /opt/cni/bin (CNI_BIN_DIR) when the node has that
+# directory; then enables and starts the unit (NO_START=1: neither). Nothing else on the host is
 # touched: no Node, compiler or package is needed.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,6 +20,12 @@ rm -rf "$root$prefix.old"
 mv "$root$prefix.new" "$root$prefix"
 rm -rf "$root$prefix.old"
 cp "$here/opt/bin/mk-docker-opts.sh" "$root/opt/bin/mk-docker-opts.sh"
+# The static plugin, put in place by a rename: a runtime starting it meanwhile gets the old or the new.
+cni_bin=${CNI_BIN_DIR:-/opt/cni/bin}
+if [ -d "$root$cni_bin" ]; then
+  cp "$here/opt/weft/bin/flannel" "$root$cni_bin/.flannel.tmp" && mv -f "$root$cni_bin/.flannel.tmp" "$root$cni_bin/flannel"
+  echo "CNI plugin installed as $root$cni_bin/flannel"
+fi
 sed "s|/opt/weft/|$prefix/|g" "$here/weft.service" > "$root/etc/systemd/system/weft.service"
 [ -e "$root/etc/default/weft" ] || cat > "$root/etc/default/weft" <<'CONF'
 # weft's settings, as flanneld's FLANNELD_* variables (see `weft agent --help`), for example:

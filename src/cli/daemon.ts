@@ -8,6 +8,7 @@
  * network, the lease, the registry's last word on it); everything else is derived from that:
  * the health verdict (health/health-verdict.ts) and the status report (status-report.ts).
  */
+import { CniSocketServer } from '../cni/agent-socket.js';
 import { existsSync } from 'node:fs';
 import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
 import { type Clock, systemClock } from '../core/clock.js';
@@ -188,6 +189,9 @@ class Agent {
     try {
       // First thing inside the try, so that whatever fails after it, the finally stops it.
       tasks.push(guard(registry.run(scope), `${registry.kind} registry`));
+      // The host's CNI plugin runs its logic here: served from the start, so that a pod's DEL, and
+      // an ADD's "try again later" while there is no subnet yet, come from the agent.
+      tasks.push(guard(new CniSocketServer({ subnetFile: flags['subnet-file'], log: log.child({ component: 'cni' }), clock: this.#clock }).run(scope), 'CNI plugin socket'));
       nl = new RtNetlink();
       if (flags['healthz-port'] > 0) tasks.push((await this.#serveHealth(scope)).closed);
       const config = await manager.getNetworkConfig(scope);

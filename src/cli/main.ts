@@ -201,7 +201,7 @@ export async function runProcess(): Promise<void> {
 
 /**
  * The command line that starts this process again. argv[0] keeps the name it was started by: the
- * single executable (dist/cni/flannel) is the CNI plugin under any name but flanneld and weft. A
+ * single executable (dist/cni/weft) is a CNI plugin under any name but flanneld and weft. A
  * single executable carries its Node options inside and has no script path.
  */
 function restartArgv(): string[] {

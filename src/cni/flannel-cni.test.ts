@@ -1,7 +1,10 @@
 /**
  * The plugin's own decisions, with small shell scripts as delegates: broken results, hung
  * delegates (killed with their children), GC without its list, CHECK against the saved config,
- * oversized input. The real bridge and host-local plugins are in flannel-cni.netns.test.ts.
+ * oversized input. Each test runs twice: the logic in this process (local host), and the host's
+ * static plugin (native/cni-plugin, make cni-plugin) as a process with the agent's socket server
+ * here running the logic (remote host), so that the two hosts are held to the same behaviour.
+ * The real bridge and host-local plugins are in flannel-cni.netns.test.ts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,17 +13,64 @@ import { chmod, lstat, mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { existsSync } from 'node:fs';
+import { systemClock } from '../core/clock.js';
+import { silentLogger } from '../core/log.js';
 import { waitUntil } from '../testing/wait.js';
+import { CniSocketServer } from './agent-socket.js';
 import { runCni } from './flannel-cni.js';
+import { localHost } from './local-host.js';
 
 const weft = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
+const staticPlugin = fileURLToPath(new URL('../../cni/flannel', import.meta.url));
+
+interface Variant {
+  readonly label: string;
+  /** The plugin as a process: bin/weft, or the static plugin (which needs the socket server). */
+  readonly plugin: string;
+  readonly remote: boolean;
+}
+
+const variants: readonly Variant[] = [
+  { label: 'in-process', plugin: weft, remote: false },
+  { label: 'static plugin', plugin: staticPlugin, remote: true },
+];
+
+function each(name: string, fn: (t: TestContext, v: Variant) => Promise<void>): void {
+  for (const v of variants) {
+    const skip = v.remote && !existsSync(staticPlugin) ? `${staticPlugin} is missing: make cni-plugin builds it` : undefined;
+    test(`${v.label}: ${name}`, { skip }, (t) => fn(t, v));
+  }
+}
 const subnetEnv = 'FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.7.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n';
 
 type TestContext = { after(fn: () => Promise<void> | void): void };
 
-async function setup(t: TestContext, delegate: string) {
+/** The plugin as a runtime runs it: `env` alone, stdin, SIGTERM when `signal` aborts; its exit code. */
+function runPlugin(plugin: string, env: Record<string, string>, stdin: string, stdout: (s: string) => void, signal?: AbortSignal): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(plugin, [], { env, stdio: ['pipe', 'pipe', 'ignore'] });
+    child.stdout.on('data', (d: Buffer) => stdout(d.toString()));
+    signal?.addEventListener('abort', () => child.kill('SIGTERM'), { once: true });
+    child.once('error', reject);
+    child.once('close', (code) => resolve(code ?? 128));
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(stdin);
+  });
+}
+
+async function setup(t: TestContext, v: Variant, delegate: string) {
   const dir = await mkdtemp(join(tmpdir(), 'weft-cni-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
+  if (v.remote) {
+    const stop = new AbortController();
+    const serving = new CniSocketServer({ subnetFile: join(dir, 'subnet.env'), log: silentLogger, clock: systemClock }).run(stop.signal);
+    t.after(async () => {
+      stop.abort();
+      await serving;
+    });
+    await waitUntil('the CNI socket is listened on', () => lstat(join(dir, 'weft-cni.sock')).then((i) => i.isSocket(), () => false));
+  }
   const bin = join(dir, 'bin');
   await mkdir(bin);
   await writeFile(join(bin, 'bridge'), `#!/bin/sh\n${delegate}\n`);
@@ -33,22 +83,22 @@ async function setup(t: TestContext, delegate: string) {
   });
   const run = async (e: Record<string, string>, stdin: string, signal?: AbortSignal) => {
     let stdout = '';
-    const code = await runCni(e, { stdin: async () => stdin, stdout: (s) => (stdout += s), stderr: () => undefined, ...(signal ? { signal } : {}) });
+    const code = v.remote ? await runPlugin(v.plugin, e, stdin, (s) => (stdout += s), signal) : await runCni(e, { stdin: async () => stdin, stdout: (s) => (stdout += s), stderr: () => undefined, host: localHost(signal) });
     return { code, out: stdout ? (JSON.parse(stdout) as { code?: number; msg?: string }) : {} };
   };
   return { dir, conf, env, run };
 }
 
-test('a delegate that prints garbage and exits 0 is an error, not a success', async (t) => {
-  const { conf, env, run } = await setup(t, 'cat >/dev/null; echo "this is not JSON"');
+each('a delegate that prints garbage and exits 0 is an error, not a success', async (t, v) => {
+  const { conf, env, run } = await setup(t, v, 'cat >/dev/null; echo "this is not JSON"');
   const r = await run(env('ADD'), conf());
   assert.equal(r.code, 1);
   assert.equal(r.out.code, 6);
   assert.match(r.out.msg ?? '', /printed no CNI result/);
 });
 
-test('a delegate that never exits is killed with its children at the deadline, or when the plugin is stopped', async (t) => {
-  const { dir, conf, env, run } = await setup(t, `cat >/dev/null; sleep 600 & echo $! > "$PIDFILE"; wait`);
+each('a delegate that never exits is killed with its children at the deadline, or when the plugin is stopped', async (t, v) => {
+  const { dir, conf, env, run } = await setup(t, v, `cat >/dev/null; sleep 600 & echo $! > "$PIDFILE"; wait`);
   const alive = (pid: number): boolean => {
     try {
       process.kill(pid, 0);
@@ -72,10 +122,10 @@ test('a delegate that never exits is killed with its children at the deadline, o
   }
 });
 
-test('SIGTERM to the plugin process kills its delegate and the delegate\'s children', async (t) => {
-  const { dir, conf, env } = await setup(t, `cat >/dev/null; sleep 600 & echo $! > "$PIDFILE"; wait`);
+each('SIGTERM to the plugin process kills its delegate and the delegate\'s children', async (t, v) => {
+  const { dir, conf, env } = await setup(t, v, `cat >/dev/null; sleep 600 & echo $! > "$PIDFILE"; wait`);
   const pidFile = join(dir, 'term.pid');
-  const plugin = spawn(weft, [], { env: { ...process.env, ...env('ADD', { PIDFILE: pidFile }) }, stdio: ['pipe', 'pipe', 'ignore'] });
+  const plugin = spawn(v.plugin, [], { env: { ...process.env, ...env('ADD', { PIDFILE: pidFile }) }, stdio: ['pipe', 'pipe', 'ignore'] });
   let stdout = '';
   plugin.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
   plugin.stdin.end(conf());
@@ -95,8 +145,8 @@ test('SIGTERM to the plugin process kills its delegate and the delegate\'s child
   });
 });
 
-test('GC without cni.dev/valid-attachments removes nothing; with the list it removes the others', async (t) => {
-  const { dir, conf, env, run } = await setup(t, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
+each('GC without cni.dev/valid-attachments removes nothing; with the list it removes the others', async (t, v) => {
+  const { dir, conf, env, run } = await setup(t, v, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
   for (const id of ['ctr1', 'ctr2']) assert.equal((await run(env('ADD', { CNI_CONTAINERID: id }), conf())).code, 0);
   const refused = await run(env('GC'), conf());
   assert.equal(refused.code, 1);
@@ -107,8 +157,8 @@ test('GC without cni.dev/valid-attachments removes nothing; with the list it rem
   assert.deepEqual(await readdir(join(dir, 'state', '_weft', 'cbr0')), ['ctr2']);
 });
 
-test('CHECK reads the saved config\'s ranges, not its text', async (t) => {
-  const { dir, conf, env, run } = await setup(t, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
+each('CHECK reads the saved config\'s ranges, not its text', async (t, v) => {
+  const { dir, conf, env, run } = await setup(t, v, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
   assert.equal((await run(env('ADD'), conf())).code, 0);
   assert.equal((await run(env('CHECK'), conf())).code, 0);
   // The subnet's text elsewhere in the saved config (a route, a name) does not make it the range.
@@ -122,8 +172,8 @@ test('CHECK reads the saved config\'s ranges, not its text', async (t) => {
   assert.match(r.out.msg ?? '', /the node's subnet is now 198\.18\.7\.0\/24/);
 });
 
-test('two networks and two interfaces of one container keep apart: DEL and GC of one run only its own delegate config, with its interface', async (t) => {
-  const { dir, conf, env, run } = await setup(t, 'n=$(cat | tr -d "\\n" | sed \'s/.*"name":"\\([a-z0-9]*\\)".*/\\1/\'); echo "$CNI_COMMAND $CNI_CONTAINERID $CNI_IFNAME $n" >> "$LOG"; echo \'{"cniVersion":"1.1.0"}\'');
+each('two networks and two interfaces of one container keep apart: DEL and GC of one run only its own delegate config, with its interface', async (t, v) => {
+  const { dir, conf, env, run } = await setup(t, v, 'n=$(cat | tr -d "\\n" | sed \'s/.*"name":"\\([a-z0-9]*\\)".*/\\1/\'); echo "$CNI_COMMAND $CNI_CONTAINERID $CNI_IFNAME $n" >> "$LOG"; echo \'{"cniVersion":"1.1.0"}\'');
   const log = join(dir, 'delegate.log');
   const other = (version = '1.1.0', extra: Record<string, unknown> = {}) => conf(version, { name: 'other', ...extra });
   assert.equal((await run(env('ADD', { LOG: log }), conf())).code, 0);
@@ -143,8 +193,8 @@ test('two networks and two interfaces of one container keep apart: DEL and GC of
   assert.deepEqual((await readFile(log, 'utf8')).trim().split('\n'), ['DEL ctr1 net2 other']);
 });
 
-test('saved state is written under a new name and renamed: a symlink planted at its name is replaced, not followed', async (t) => {
-  const { dir, conf, env, run } = await setup(t, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
+each('saved state is written under a new name and renamed: a symlink planted at its name is replaced, not followed', async (t, v) => {
+  const { dir, conf, env, run } = await setup(t, v, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
   const target = join(dir, 'victim');
   await writeFile(target, 'precious');
   await mkdir(join(dir, 'state'), { recursive: true });
@@ -154,9 +204,9 @@ test('saved state is written under a new name and renamed: a symlink planted at 
   assert.equal((await lstat(join(dir, 'state', 'ctr1'))).isFile(), true);
 });
 
-test('more than 4 MiB on stdin is refused without being held', async (t) => {
-  const { env } = await setup(t, 'true');
-  const plugin = spawn(weft, [], { env: { ...process.env, ...env('ADD') }, stdio: ['pipe', 'pipe', 'ignore'] });
+each('more than 4 MiB on stdin is refused without being held', async (t, v) => {
+  const { env } = await setup(t, v, 'true');
+  const plugin = spawn(v.plugin, [], { env: { ...process.env, ...env('ADD') }, stdio: ['pipe', 'pipe', 'ignore'] });
   let stdout = '';
   plugin.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
   plugin.stdin.on('error', () => undefined);
@@ -168,8 +218,8 @@ test('more than 4 MiB on stdin is refused without being held', async (t) => {
   assert.match(stdout, /over 4194304 bytes/);
 });
 
-test('a state directory others may write, or that is a symlink, is refused before anything is saved or run', async (t) => {
-  const { dir, conf, env, run } = await setup(t, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
+each('a state directory others may write, or that is a symlink, is refused before anything is saved or run', async (t, v) => {
+  const { dir, conf, env, run } = await setup(t, v, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
   await mkdir(join(dir, 'state'), { mode: 0o700 });
   await chmod(join(dir, 'state'), 0o777);
   const open = await run(env('ADD'), conf());

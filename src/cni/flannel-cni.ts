@@ -11,13 +11,13 @@
  * (policy-hook.ts).
  */
 import { version as weftVersion } from '../core/version.js';
-import { access } from 'node:fs/promises';
-import { readSubnetEnv } from '../subnet/subnet-env.js';
+import { type ParsedSubnetEnv, maxSubnetEnvBytes, parseSubnetEnv } from '../subnet/subnet-env.js';
 import { formatCidr } from '../ip/cidr.js';
 import { isJsonObject } from '../json/go-json.js';
 import { CniCodes, CniError } from './cni-error.js';
 import { checkEnv } from './cni-env.js';
 import { buildDelegateConfig, requireSubnetEnv, sortedJson } from './delegate-config.js';
+import type { CniHost } from './cni-host.js';
 import { type DelegateLimits, execDelegate, findPlugin } from './delegate.js';
 import { type FlannelNetConf, checkVersion, parseNetConf, supportedVersions, versionAtLeast } from './netconf.js';
 import { announce, podOf, resultIps } from './policy-hook.js';
@@ -27,16 +27,16 @@ export interface CniIo {
   readonly stdin: () => Promise<string>;
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
-  /** Aborts when the runtime stops the plugin (SIGTERM): a running delegate is killed with it. */
-  readonly signal?: AbortSignal;
+  /** Where the files and delegates are: this process's (local-host.ts) or the static plugin's (remote-host.ts). */
+  readonly host: CniHost;
 }
 
 /** How long a delegate may run; WEFT_CNI_DELEGATE_TIMEOUT_MS overrides it. */
 const defaultDelegateTimeoutMs = 120_000;
 
-function delegateLimits(env: Env, io: CniIo): DelegateLimits {
+function delegateLimits(env: Env): DelegateLimits {
   const given = Number(env['WEFT_CNI_DELEGATE_TIMEOUT_MS']);
-  return { timeoutMs: Number.isInteger(given) && given > 0 ? given : defaultDelegateTimeoutMs, ...(io.signal ? { signal: io.signal } : {}) };
+  return { timeoutMs: Number.isInteger(given) && given > 0 ? given : defaultDelegateTimeoutMs };
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -62,9 +62,9 @@ export async function runCni(env: Env, io: CniIo): Promise<number> {
       case 'DEL':
         return await del(conf, env, io);
       case 'CHECK':
-        return await check(conf, env);
+        return await check(conf, env, io.host);
       case 'STATUS':
-        return await status(conf, env);
+        return await status(conf, env, io.host);
       case 'GC':
         return await gc(conf, env, io);
       default:
@@ -79,21 +79,21 @@ export async function runCni(env: Env, io: CniIo): Promise<number> {
 
 async function add(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   checkEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
+  const { host } = io;
+  let parsed: ParsedSubnetEnv;
   try {
-    await access(conf.subnetFile);
-  } catch {
+    parsed = parseSubnetEnv(await host.readFile(conf.subnetFile, maxSubnetEnvBytes));
+  } catch (err) {
     // The agent has not written it yet: the runtime should retry, as it does for flannel.
-    throw new CniError(CniCodes.TRY_AGAIN_LATER, `failed to load flannel 'subnet.env' file: open ${conf.subnetFile}: no such file or directory. Check the flannel pod log for this node.`);
+    if ((err as { code?: unknown }).code === 'ENOENT') throw new CniError(CniCodes.TRY_AGAIN_LATER, `failed to load flannel 'subnet.env' file: open ${conf.subnetFile}: no such file or directory. Check the flannel pod log for this node.`);
+    throw new CniError(CniCodes.FLANNEL, `failed to load flannel 'subnet.env' file: cannot read subnet file ${conf.subnetFile}: ${(err as Error).message}. Check the flannel pod log for this node.`);
   }
-  const parsed = await readSubnetEnv(conf.subnetFile).catch((err: unknown) => {
-    throw new CniError(CniCodes.FLANNEL, `failed to load flannel 'subnet.env' file: ${(err as Error).message}. Check the flannel pod log for this node.`);
-  });
   const delegate = buildDelegateConfig(conf, requireSubnetEnv(parsed, conf.subnetFile));
   const bytes = sortedJson(delegate);
-  const plugin = await findPlugin(delegate['type'] as string, env['CNI_PATH']!);
+  const plugin = await findPlugin(host, delegate['type'] as string, env['CNI_PATH']!);
   // Saved before the delegate runs, so that the runtime's DEL after a failed ADD can clean up.
-  await saveState(attachment(conf, env), bytes);
-  const result = await execDelegate(plugin, 'ADD', bytes, { ...env }, delegateLimits(env, io));
+  await saveState(host, attachment(conf, env), bytes);
+  const result = await execDelegate(host, plugin, 'ADD', bytes, env, delegateLimits(env));
   if (result.stderr) io.stderr(result.stderr);
   // Before the result reaches the runtime, which then starts the pod's containers.
   const pod = podOf(env);
@@ -104,7 +104,8 @@ async function add(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
 
 async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   checkEnv(env, ['CNI_CONTAINERID', 'CNI_IFNAME', 'CNI_PATH']);
-  const saved = await loadState(attachment(conf, env));
+  const { host } = io;
+  const saved = await loadState(host, attachment(conf, env));
   if (saved === undefined) return 0;
   let type: unknown;
   try {
@@ -118,8 +119,8 @@ async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
     io.stderr('failed to parse netconf: saved delegate config has no type');
     return 0;
   }
-  await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env }, delegateLimits(env, io));
-  await removeState(attachment(conf, env));
+  await execDelegate(host, await findPlugin(host, type, env['CNI_PATH']!), 'DEL', saved, env, delegateLimits(env));
+  await removeState(host, attachment(conf, env));
   const pod = podOf(env);
   if (pod) await announce(conf.subnetFile, { op: 'del', ...pod, containerId: env['CNI_CONTAINERID']!, ips: [] }, env, io.stderr);
   return 0;
@@ -131,13 +132,13 @@ async function del(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
  * gateway-less routes that flannel's IPAM section uses (seen with containernetworking-plugins
  * 1.1.1), so it would fail for every pod; flannel's plugin does not call it either.
  */
-async function check(conf: FlannelNetConf, env: Env): Promise<number> {
+async function check(conf: FlannelNetConf, env: Env, host: CniHost): Promise<number> {
   if (!versionAtLeast(conf.cniVersion, '0.4.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow CHECK');
   checkEnv(env, ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']);
-  const saved = await loadState(attachment(conf, env));
+  const saved = await loadState(host, attachment(conf, env));
   if (saved === undefined) throw new CniError(CniCodes.UNKNOWN_CONTAINER, `no saved state for container ${env['CNI_CONTAINERID']}: it was never added through this plugin`);
   const ranges = savedRanges(saved);
-  const current = await readSubnetEnv(conf.subnetFile).catch(() => undefined);
+  const current = await readSubnet(host, conf.subnetFile);
   for (const subnet of [current?.subnet, current?.ipv6Subnet]) {
     if (!subnet) continue;
     const want = formatCidr(subnet);
@@ -148,10 +149,10 @@ async function check(conf: FlannelNetConf, env: Env): Promise<number> {
   return 0;
 }
 
-async function status(conf: FlannelNetConf, env: Env): Promise<number> {
+async function status(conf: FlannelNetConf, env: Env, host: CniHost): Promise<number> {
   if (!versionAtLeast(conf.cniVersion, '1.1.0')) throw new CniError(CniCodes.INCOMPATIBLE_VERSION, 'config version does not allow STATUS');
   checkEnv(env, ['CNI_PATH']);
-  const parsed = await readSubnetEnv(conf.subnetFile).catch(() => undefined);
+  const parsed = await readSubnet(host, conf.subnetFile);
   if (!parsed || (parsed.networks.length === 0 && parsed.ipv6Networks.length === 0)) {
     throw new CniError(CniCodes.NOT_AVAILABLE, `the weft agent is not ready on this node: ${conf.subnetFile} is missing`);
   }
@@ -169,23 +170,29 @@ async function gc(conf: FlannelNetConf, env: Env, io: CniIo): Promise<number> {
   const keep = new Set(
     valid.flatMap((a: unknown) => (isJsonObject(a) && typeof a['containerID'] === 'string' ? [`${a['containerID']}/${typeof a['ifname'] === 'string' ? a['ifname'] : ''}`, `${a['containerID']}/`] : [])),
   );
-  for (const { containerId, ifname } of await listState(conf.dataDir, conf.name)) {
+  const { host } = io;
+  for (const { containerId, ifname } of await listState(host, conf.dataDir, conf.name)) {
     if (keep.has(`${containerId}/${ifname ?? ''}`)) continue;
     // flannel's own files do not say which interface: the runtime's, else the usual one.
     const at = { dataDir: conf.dataDir, network: conf.name, containerId, ifname: ifname ?? env['CNI_IFNAME'] ?? 'eth0' };
     try {
-      const saved = await loadState(at);
+      const saved = await loadState(host, at);
       const parsed: unknown = saved === undefined ? undefined : JSON.parse(saved);
       const type = isJsonObject(parsed) ? parsed['type'] : undefined;
       if (typeof type === 'string' && saved !== undefined) {
-        await execDelegate(await findPlugin(type, env['CNI_PATH']!), 'DEL', saved, { ...env, CNI_CONTAINERID: containerId, CNI_IFNAME: at.ifname }, delegateLimits(env, io));
+        await execDelegate(host, await findPlugin(host, type, env['CNI_PATH']!), 'DEL', saved, { ...env, CNI_CONTAINERID: containerId, CNI_IFNAME: at.ifname }, delegateLimits(env));
       }
     } catch (err) {
       io.stderr(`gc: delegate DEL for ${containerId} (${at.ifname}) failed: ${(err as Error).message}\n`);
     }
-    await removeState(at);
+    await removeState(host, at);
   }
   return 0;
+}
+
+/** subnet.env as the agent wrote it, or undefined when it cannot be read. */
+async function readSubnet(host: CniHost, path: string): Promise<ParsedSubnetEnv | undefined> {
+  return host.readFile(path, maxSubnetEnvBytes).then(parseSubnetEnv, () => undefined);
 }
 
 function attachment(conf: FlannelNetConf, env: Env): Attachment {

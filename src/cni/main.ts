@@ -1,6 +1,7 @@
 /** The CNI plugin process: environment and stdin in, CNI result or error out. */
 import { CniCodes, CniError } from './cni-error.js';
 import { runCni } from './flannel-cni.js';
+import { localHost } from './local-host.js';
 
 /** A network config is kilobytes; a runtime's prevResult with many interfaces, tens of them. */
 const maxStdin = 4 * 2 ** 20;
@@ -34,6 +35,6 @@ export async function runProcess(): Promise<void> {
     stdin: readStdin,
     stdout: (t) => process.stdout.write(t),
     stderr: (t) => process.stderr.write(t),
-    signal: stop.signal,
+    host: localHost(stop.signal),
   });
 }

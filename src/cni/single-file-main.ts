@@ -1,9 +1,10 @@
 /**
  * Entry of weft as one executable (src/deploy/cni-plugin.ts bundles it with Node into a single
- * executable application). Named `flannel`, or called with CNI_COMMAND set, it is the CNI plugin,
- * whose code is inside the file, so the host needs nothing else from the image. Under any other
- * name (`weft`, `flanneld` in the image) it runs weft's command line from the `dist/` beside it,
- * loaded from disk: the agent's native netlink addon cannot live inside the file.
+ * executable application, dist/cni/weft). Named `weft` or `flanneld` (as in the image), it runs
+ * weft's command line from the `dist/` beside it, loaded from disk: the agent's native netlink
+ * addon cannot live inside the file. Named `flannel`, or called with CNI_COMMAND set, it is a CNI
+ * plugin that runs the plugin's logic in its own process (the host's plugin is the static one,
+ * native/cni-plugin, which has the agent run it).
  */
 import { existsSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';

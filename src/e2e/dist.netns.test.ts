@@ -72,7 +72,11 @@ test('the release tarball: its checksum, install.sh into an empty root, the unit
   t.after(() => rm(dir, { recursive: true, force: true }));
   await sh('tar', ['-xzf', tarball, '-C', dir]);
   const root = await emptyRoot(dir);
+  await mkdir(join(root, 'opt/cni/bin'), { recursive: true });
   await sh(join(dir, `weft-${version}-linux-${arch}`, 'install.sh'), [], { env: { ...process.env, DESTDIR: root, NO_START: '1' } });
+  // The CNI plugin went where the root's runtime looks, and runs there with no library at all.
+  const plugin = JSON.parse(await sh('/usr/sbin/chroot', [root, '/opt/cni/bin/flannel'], { env: { PATH: '/bin', CNI_COMMAND: 'VERSION' }, input: '{"cniVersion":"1.0.0"}' })) as { supportedVersions: string[] };
+  assert.ok(plugin.supportedVersions.includes('1.1.0'));
   const unit = await readFile(join(root, 'etc/systemd/system/weft.service'), 'utf8');
   for (const line of ['Type=notify', 'ExecStart=/opt/weft/bin/flanneld', 'ExecReload=/bin/kill -HUP $MAINPID', 'EnvironmentFile=-/etc/default/weft']) assert.ok(unit.split('\n').includes(line), `the unit has ${line}`);
   assert.ok((await stat(join(root, 'opt/bin/mk-docker-opts.sh'))).isFile());

@@ -21,6 +21,8 @@ import { NamespacedApiServer } from './namespaced-apiserver.js';
 import { EtcdMembers, type EtcdMembersOptions } from './etcd-members.js';
 
 export const weftBin = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
+/** The host's static CNI plugin (make cni-plugin). */
+export const staticCniPlugin = fileURLToPath(new URL('../../cni/flannel', import.meta.url));
 const adminScript = fileURLToPath(new URL('./etcd-admin.js', import.meta.url));
 export const switchIp = '203.0.113.254';
 export const switchIp6 = '2001:db8:113::fe';
@@ -44,6 +46,8 @@ export interface ClusterNode {
   readonly dir: string;
   readonly subnetFile: string;
   agent?: ChildProcess | undefined;
+  /** Which agent startAgent last started: a weft node's pods come through the static plugin and the agent's socket. */
+  agentKind?: 'weft' | 'flanneld';
   log: string;
   readonly pods: Pod[];
 }
@@ -301,6 +305,7 @@ export class Cluster {
     // flanneld (an anchor binary, WEFT_TEST_AGENT_BIN) takes no `agent` command: Go's flag parsing stops at it.
     const bin = env['WEFT_TEST_AGENT_BIN'] ?? weftBin;
     const command = /flanneld[^/]*$/.test(bin) ? [] : ['agent'];
+    node.agentKind = command.length === 0 ? 'flanneld' : 'weft';
     // `--iface=eth0` unless the test chooses the interface itself (an earlier --iface would win).
     const iface = extra.some((a) => /^--?(iface|public-ip)/.test(a)) ? [] : ['--iface=eth0'];
     const args = [...command, ...registry, `--subnet-file=${node.subnetFile}`, ...iface, '--iptables-resync=1', ...this.#agentFlags, ...extra];
@@ -348,15 +353,18 @@ export class Cluster {
   /**
    * Makes a pod on `node` as a container runtime does: weft's CNI plugin (as /opt/cni/bin/flannel,
    * with kube-flannel's netconf), which delegates to the real bridge and host-local plugins;
-   * `k8s` names the pod in CNI_ARGS as the kubelet's runtimes do.
+   * `k8s` names the pod in CNI_ARGS as the kubelet's runtimes do. On a node whose agent is weft's,
+   * the static plugin a host gets, whose logic the agent runs; elsewhere (flanneld, or a stand-in
+   * the test runs itself), bin/weft, which runs it in its own process.
    */
   async addPod(node: ClusterNode, k8s?: { readonly namespace: string; readonly name: string }): Promise<Pod> {
     const ns = this.#names(`${node.name.replace('node', 'p')}-`);
     await this.#ns(ns);
     const id = `${ns}-ctr`;
-    const bin = join(node.dir, 'cni-bin');
+    const local = node.agentKind !== 'weft';
+    const bin = join(node.dir, local ? 'cni-bin-local' : 'cni-bin');
     await mkdir(bin, { recursive: true });
-    await symlink(weftBin, join(bin, 'flannel')).catch((err: NodeJS.ErrnoException) => {
+    await symlink(local ? weftBin : staticCniPlugin, join(bin, 'flannel')).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'EEXIST') throw err;
     });
     const conf = {

@@ -1,0 +1,113 @@
+/** The CNI host as the plugin's own process sees it: Node's file system calls and child processes. */
+import { spawn } from 'node:child_process';
+import { constants } from 'node:fs';
+import { access, lstat, mkdir, open, readdir, rm, rmdir } from 'node:fs/promises';
+import { writeFileAtomically } from '../subnet/atomic-file.js';
+import { type CniHost, type ExecOutcome, type ExecRequest, HostError, type HostStat } from './cni-host.js';
+
+function hostError(err: unknown): HostError {
+  const e = err as NodeJS.ErrnoException;
+  return new HostError(e.code ?? 'EIO', e.message);
+}
+
+/** `signal` is the plugin's own stop (SIGTERM): a running delegate is killed with it. */
+export function localHost(signal?: AbortSignal): CniHost {
+  return {
+    async lstat(path: string): Promise<HostStat | undefined> {
+      try {
+        const info = await lstat(path);
+        return { kind: info.isFile() ? 'file' : info.isDirectory() ? 'dir' : 'other', mode: info.mode, size: info.size };
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw hostError(err);
+      }
+    },
+    async readFile(path: string, maxBytes: number): Promise<string> {
+      try {
+        const fh = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+        try {
+          const info = await fh.stat();
+          if (!info.isFile()) throw new HostError('EINVAL', 'not a regular file');
+          if (info.size > maxBytes) throw new HostError('EFBIG', `${info.size} bytes, more than ${maxBytes}`);
+          const buf = Buffer.alloc(maxBytes + 1);
+          const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+          if (bytesRead > maxBytes) throw new HostError('EFBIG', `more than ${maxBytes} bytes`);
+          return buf.subarray(0, bytesRead).toString('utf8');
+        } finally {
+          await fh.close();
+        }
+      } catch (err) {
+        throw err instanceof HostError ? err : hostError(err);
+      }
+    },
+    async mkdirp(path: string, mode: number): Promise<void> {
+      await mkdir(path, { recursive: true, mode }).catch((err: unknown) => {
+        throw hostError(err);
+      });
+    },
+    async writeAtomically(path: string, text: string, mode: number): Promise<void> {
+      await writeFileAtomically(path, text, mode).catch((err: unknown) => {
+        throw hostError(err);
+      });
+    },
+    async remove(path: string): Promise<void> {
+      await rm(path, { force: true }).catch((err: unknown) => {
+        throw hostError(err);
+      });
+    },
+    rmdir: (path: string) => rmdir(path).then(() => true, () => false),
+    async readdir(path: string): Promise<string[]> {
+      try {
+        return await readdir(path);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+        throw hostError(err);
+      }
+    },
+    executable: (path: string) => access(path, constants.X_OK).then(() => true, () => false),
+    exec: (request: ExecRequest) => execLocal(request, signal),
+  };
+}
+
+function execLocal(request: ExecRequest, signal: AbortSignal | undefined): Promise<ExecOutcome> {
+  return new Promise((resolve) => {
+    // A group of its own, so that on the deadline or a stop it goes with whatever it started.
+    const child = spawn(request.path, [], { env: { ...request.env }, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    let stdout = '';
+    let stderr = '';
+    let settled = false;
+    const settle = (outcome: ExecOutcome): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve(outcome);
+    };
+    const killGroup = (status: 'timeout' | 'overflow' | 'stopped'): void => {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      // Something that left the group may still hold the pipes: do not wait for them to close.
+      child.stdout.destroy();
+      child.stderr.destroy();
+      settle({ status });
+    };
+    const timer = setTimeout(() => killGroup('timeout'), request.timeoutMs);
+    const onAbort = (): void => killGroup('stopped');
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const collect = (append: (d: string) => void) => (d: Buffer) => {
+      if (stdout.length + stderr.length + d.length > request.maxOutput) killGroup('overflow');
+      else append(d.toString());
+    };
+    child.stdout.on('data', collect((d) => (stdout += d)));
+    child.stderr.on('data', collect((d) => (stderr += d)));
+    child.once('error', (err) => settle({ status: 'unstartable', message: err.message }));
+    child.once('close', (code) => settle({ status: 'exited', code: code ?? 128, stdout, stderr }));
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(request.stdin);
+  });
+}
