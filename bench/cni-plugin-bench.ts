@@ -59,7 +59,9 @@ async function inner(spec: { plugins: Plugin[]; dir: string; pod: string }): Pro
       if (round >= 0) samples[p.label]!.push({ wallMs: performance.now() - t0, peakKiB: Math.max(addKiB, delKiB) });
     }
   }
-  process.stdout.write(JSON.stringify(samples));
+  // The plugin alone: a DEL of a container it never added runs no delegate.
+  const alone = Object.fromEntries(await Promise.all(spec.plugins.map(async (p) => [p.label, await call(p.path, 'DEL', { ...env, CNI_CONTAINERID: 'never-added' }, netconf, `${timeFile}.${spec.plugins.indexOf(p)}`)])));
+  process.stdout.write(JSON.stringify({ samples, alone }));
 }
 
 /** utime + stime of a process, in milliseconds. */
@@ -104,18 +106,18 @@ async function main(): Promise<void> {
     const out = await sh('ip', ['netns', 'exec', node, process.execPath, here('cni-plugin-bench.js'), 'inner', JSON.stringify({ plugins, dir, pod })]);
     const agentCpu = (await cpuMs(server.pid!)) - cpuBefore;
     const rss = await rssKiB(server.pid!);
-    const samples = JSON.parse(out) as Record<string, Sample[]>;
+    const { samples, alone } = JSON.parse(out) as { samples: Record<string, Sample[]>; alone: Record<string, number> };
     const flannel = samples[plugins[1]!.label];
     say('## The CNI plugin: ADD + DEL side by side');
     say();
-    say(`One container's ADD then DEL in a node namespace through the real bridge and host-local plugins (Debian's), each plugin in turn, ${runs} rounds after a warm-up; medians. Peak: the largest process of either call (GNU time's %M: the plugin or a delegate). The static plugin's logic runs in the agent's socket server (the agent's code and Node flags, in a process of its own).`);
+    say(`One container's ADD then DEL in a node namespace through the real bridge and host-local plugins (Debian's), each plugin in turn, ${runs} rounds after a warm-up; medians. Peak: the largest process of either call (GNU time's %M: the plugin or a delegate); the plugin alone: a DEL of a container it never added, which runs no delegate. The static plugin's logic runs in the agent's socket server (the agent's code and Node flags, in a process of its own).`);
     say();
-    say(`| plugin | ADD+DEL wall (ms) | peak resident (MiB) | wall / flannel's (paired median) |`);
-    say('|---|---|---|---|');
+    say(`| plugin | ADD+DEL wall (ms) | peak resident, largest process (MiB) | the plugin alone (MiB) | wall / flannel's (paired median) |`);
+    say('|---|---|---|---|---|');
     for (const p of plugins) {
       const s = samples[p.label]!;
       const ratio = hasAnchor && flannel ? median(s.map((x, i) => x.wallMs / flannel[i]!.wallMs)).toFixed(2) : '-';
-      say(`| ${p.label} | ${median(s.map((x) => x.wallMs)).toFixed(1)} | ${(median(s.map((x) => x.peakKiB)) / 1024).toFixed(1)} | ${ratio} |`);
+      say(`| ${p.label} | ${median(s.map((x) => x.wallMs)).toFixed(1)} | ${(median(s.map((x) => x.peakKiB)) / 1024).toFixed(1)} | ${(alone[p.label]! / 1024).toFixed(1)} | ${ratio} |`);
     }
     say();
     say(`The agent's side of the static plugin: ${(agentCpu / (runs + 1)).toFixed(1)} ms CPU per ADD+DEL (${runs + 1} pairs), its process at ${(rss.anon / 1024).toFixed(1)} MiB anonymous and ${(rss.file / 1024).toFixed(1)} MiB file-backed resident afterwards.`);

@@ -1,6 +1,8 @@
 #!/bin/sh
-# `make image`: weft's container image, built with buildah from a Debian base that debootstrap
-# makes (no registry involved), saved as an OCI archive under dist/. The runtime image holds the
+# `make image`: weft's container image for amd64 and arm64, built with buildah from a Debian base
+# that debootstrap makes (no registry involved; the arm64 base from the same packages' arm64 builds,
+# deploy/arm64-base.sh), saved under dist/ as one OCI archive holding an image index of the two
+# (the platform a runtime pulls is its own). Each image holds the
 # single executable (dist/cni/weft: Node and weft in one file, also flanneld), the host's static CNI
 # plugin (dist/cni/flannel, for the init container to copy), weft's runtime JavaScript and native addons, its production dependencies, and
 # iptables, nftables, iproute2 and libcrypto: no compiler, no TypeScript, no devDependencies, no systemd.
@@ -25,20 +27,38 @@ if [ ! -f "$work/rootfs-bookworm-2.done" ]; then
   touch "$work/rootfs-bookworm-2.done"
 fi
 
+# The same base for arm64, and what deploy/build-arm64.sh built (make arm64).
+arm_rootfs="$work/rootfs-bookworm-arm64-1"
+if [ ! -f "$arm_rootfs.done" ]; then
+  deploy/arm64-base.sh "$rootfs" "$arm_rootfs"
+  rm -rf "$arm_rootfs"/usr/share/doc/* "$arm_rootfs"/usr/share/man/* "$arm_rootfs"/usr/share/info/* "$arm_rootfs"/usr/share/locale/* \
+    "$arm_rootfs"/usr/lib/*-linux-gnu/gconv "$arm_rootfs"/usr/share/zoneinfo
+  touch "$arm_rootfs.done"
+fi
+
+one_image() { # ARCH ROOTFS STAGE TAG
+  ctr=$(buildah from scratch)
+  trap 'buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT
+  buildah add --quiet "$ctr" "$2" /
+  buildah add --quiet "$ctr" "$3/opt" /opt
+  buildah config --arch "$1" --os linux --entrypoint '["/opt/weft/bin/flanneld"]' --cmd '' --workingdir / \
+    --label "org.opencontainers.image.title=weft" --label "org.opencontainers.image.version=$version" "$ctr"
+  buildah commit --quiet --rm "$ctr" "$4" >/dev/null
+  trap - EXIT
+}
+
 stage="$work/stage"
 deploy/stage.sh "$stage"
+one_image amd64 "$rootfs" "$stage" "$tag-amd64"
+WEFT_BUILD=dist/arm64 deploy/stage.sh "$stage-arm64"
+one_image arm64 "$arm_rootfs" "$stage-arm64" "$tag-arm64"
 
-ctr=$(buildah from scratch)
-trap 'buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT
-buildah add --quiet "$ctr" "$rootfs" /
-buildah add --quiet "$ctr" "$stage/opt" /opt
-buildah config --entrypoint '["/opt/weft/bin/flanneld"]' --cmd '' --workingdir / \
-  --label "org.opencontainers.image.title=weft" --label "org.opencontainers.image.version=$version" "$ctr"
-buildah commit --quiet --rm "$ctr" "$tag" >/dev/null
-trap - EXIT
+buildah manifest rm "$tag" >/dev/null 2>&1 || true
+buildah rmi "$tag" >/dev/null 2>&1 || true
+buildah manifest create "$tag" >/dev/null
+for arch in amd64 arm64; do buildah manifest add --arch "$arch" --os linux "$tag" "containers-storage:$tag-$arch" >/dev/null; done
 mkdir -p dist
 rm -f "dist/weft-v$version.oci.tar"
-buildah push --quiet "$tag" "oci-archive:dist/weft-v$version.oci.tar:weft:v$version"
-size=$(buildah inspect --type image --format '{{.Docker.Size}}' "$tag" 2>/dev/null || echo '?')
-echo "built $tag in $(($(date +%s) - start)) s: dist/weft-v$version.oci.tar ($(du -m "dist/weft-v$version.oci.tar" | cut -f1) MB archive)"
-buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag"
+buildah manifest push --quiet --all "$tag" "oci-archive:dist/weft-v$version.oci.tar:weft:v$version"
+echo "built $tag (amd64, arm64) in $(($(date +%s) - start)) s: dist/weft-v$version.oci.tar ($(du -m "dist/weft-v$version.oci.tar" | cut -f1) MB archive)"
+for arch in amd64 arm64; do buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag-$arch"; done

@@ -3,11 +3,17 @@
 # Node, compiler or checkout: /opt/weft as the image has it (deploy/stage.sh: the one executable,
 # weft's JavaScript, addons and production dependencies), mk-docker-opts.sh, the unit and
 # install.sh. The executable needs the host's glibc (2.28 or later) and libstdc++; the wireguard
-# addon libssl3's libcrypto.
+# addon libssl3's libcrypto. ARCH=arm64 packs the arm64 build (deploy/build-arm64.sh).
 set -eu
 cd "$(dirname "$0")/.."
 version=$(node -p "require('./package.json').version")
-case $(uname -m) in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
+case $(uname -m) in x86_64) own=amd64 ;; aarch64) own=arm64 ;; *) own=$(uname -m) ;; esac
+# ARCH=arm64 on another machine: what deploy/build-arm64.sh built (make dist-arm64).
+arch=${ARCH:-$own}
+if [ "$arch" != "$own" ]; then
+  [ "$arch" = arm64 ] || { echo "make-dist: this machine builds $own and arm64, not $arch" >&2; exit 1; }
+  export WEFT_BUILD=dist/arm64
+fi
 name="weft-$version-linux-$arch"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

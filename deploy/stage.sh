@@ -3,15 +3,20 @@
 # the single executable (dist/cni/weft: Node and weft in one file, also flanneld), the host's static
 # CNI plugin (dist/cni/flannel, which the DaemonSet copies to /opt/cni/bin), weft's runtime JavaScript without tests, test tools, the demo and build scripts, its
 # native addons, its production dependencies, and flannel's mk-docker-opts.sh. Usage: stage.sh DIR
-# (DIR/opt is made).
+# (DIR/opt is made). WEFT_BUILD names where another architecture's executables and addons are
+# (dist/arm64, deploy/build-arm64.sh); by default, this machine's (dist/cni, native/).
 set -eu
 cd "$(dirname "$0")/.."
 stage=$1
+cni=${WEFT_BUILD:+$WEFT_BUILD/cni}
+cni=${cni:-dist/cni}
+native=${WEFT_BUILD:+$WEFT_BUILD/native}
+native=${native:-native}
 rm -rf "$stage"
 mkdir -p "$stage/opt/weft/bin"
-cp dist/cni/weft "$stage/opt/weft/bin/weft"
+cp "$cni/weft" "$stage/opt/weft/bin/weft"
 ln -s weft "$stage/opt/weft/bin/flanneld"
-cp dist/cni/flannel "$stage/opt/weft/bin/flannel"
+cp "$cni/flannel" "$stage/opt/weft/bin/flannel"
 (cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*') |
   while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
 # The commit it was built from (make build writes it), for `weft version`.
@@ -21,7 +26,7 @@ cp dist/build.json "$stage/opt/weft/dist/build.json" 2>/dev/null || printf '{"co
 # wireguard (WireGuard where the kernel has none; it links libssl3's libcrypto).
 for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tun.node resident/build/Release/resident.node nl-socket/build/Release/nl_socket.node wireguard/build/Release/wireguard.node; do
   mkdir -p "$stage/opt/weft/native/$(dirname "$addon")"
-  cp "native/$addon" "$stage/opt/weft/native/$addon"
+  cp "$native/$addon" "$stage/opt/weft/native/$addon"
 done
 # flannel's helper for Docker hosts, weft's own, where flannel's image has it.
 mkdir -p "$stage/opt/bin"

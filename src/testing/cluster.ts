@@ -48,6 +48,8 @@ export interface ClusterNode {
   agent?: ChildProcess | undefined;
   /** Which agent startAgent last started: a weft node's pods come through the static plugin and the agent's socket. */
   agentKind?: 'weft' | 'flanneld';
+  /** The CNI plugin addPod runs on this node, when the test chooses it (another architecture's, under emulation). */
+  cniPlugin?: string;
   log: string;
   readonly pods: Pod[];
 }
@@ -362,9 +364,9 @@ export class Cluster {
     await this.#ns(ns);
     const id = `${ns}-ctr`;
     const local = node.agentKind !== 'weft';
-    const bin = join(node.dir, local ? 'cni-bin-local' : 'cni-bin');
+    const bin = join(node.dir, node.cniPlugin ? 'cni-bin-chosen' : local ? 'cni-bin-local' : 'cni-bin');
     await mkdir(bin, { recursive: true });
-    await symlink(local ? weftBin : staticCniPlugin, join(bin, 'flannel')).catch((err: NodeJS.ErrnoException) => {
+    await symlink(node.cniPlugin ?? (local ? weftBin : staticCniPlugin), join(bin, 'flannel')).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'EEXIST') throw err;
     });
     const conf = {
