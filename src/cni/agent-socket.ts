@@ -9,6 +9,7 @@ import { chmod, mkdir, unlink } from 'node:fs/promises';
 import { type Socket, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { errorMessage } from '../core/errors.js';
+import { publish } from '../core/events.js';
 import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/clock.js';
 import { HostError } from './cni-host.js';
@@ -16,6 +17,19 @@ import { runCni } from './flannel-cni.js';
 import { type HostChannel, type HostStep, remoteHost } from './remote-host.js';
 
 export const cniSocketName = 'weft-cni.sock';
+
+/** The commands a metric label may name (anything else is `other`: the environment is the plugin's). */
+const knownCommands = new Set(['ADD', 'DEL', 'CHECK', 'STATUS', 'GC', 'VERSION']);
+
+/** The CNI error code in what runCni printed for a failure. */
+function errorCode(stdout: string): string {
+  try {
+    const code = (JSON.parse(stdout) as { code?: unknown }).code;
+    return Number.isInteger(code) ? String(code) : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
 
 /** A request holds stdin (4 MiB at most) and the environment; an answer a delegate's output (4 MiB), escaped. */
 const maxLine = 32 * 2 ** 20;
@@ -184,6 +198,7 @@ export class CniSocketServer {
         const request = checkCniRequest(await channel.next(requestMs));
         if ('error' in request) throw new HostError('EPROTO', `a CNI plugin request refused: ${request.error}`);
         command = request.env['CNI_COMMAND'] ?? '';
+        const started = performance.now();
         let stdout = '';
         let stderr = '';
         const code = await runCni(request.env, {
@@ -192,6 +207,7 @@ export class CniSocketServer {
           stderr: (t) => (stderr += t),
           host: remoteHost(channel),
         });
+        publish('cni.command', { command: knownCommands.has(command) ? command : 'other', result: code === 0 ? 'ok' : errorCode(stdout), seconds: (performance.now() - started) / 1000 });
         if (!signal.aborted) channel.send({ op: 'done', code, stdout, stderr });
         channel.close();
       } catch (err) {

@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
 import { systemClock } from '../core/clock.js';
+import { subscribe } from '../core/events.js';
 import { silentLogger } from '../core/log.js';
 import { waitUntil } from '../testing/wait.js';
 import { CniSocketServer } from './agent-socket.js';
@@ -143,6 +144,17 @@ each('SIGTERM to the plugin process kills its delegate and the delegate\'s child
       return true;
     }
   });
+});
+
+test('the agent publishes each command the static plugin hands it, with its result (ok or the CNI code)', { skip: existsSync(staticPlugin) ? undefined : `${staticPlugin} is missing` }, async (t) => {
+  const { conf, env, run } = await setup(t, variants[1]!, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
+  const seen: Array<{ command: string; result: string }> = [];
+  const off = subscribe('cni.command', (m) => seen.push({ command: m.command, result: m.result }));
+  t.after(off);
+  assert.equal((await run(env('ADD'), conf())).code, 0);
+  assert.equal((await run(env('CHECK', { CNI_CONTAINERID: 'nobody' }), conf())).code, 1);
+  assert.equal((await run(env('FROB'), conf())).code, 1);
+  assert.deepEqual(seen, [{ command: 'ADD', result: 'ok' }, { command: 'CHECK', result: '3' }, { command: 'other', result: '4' }]);
 });
 
 each('GC without cni.dev/valid-attachments removes nothing; with the list it removes the others', async (t, v) => {

@@ -41,6 +41,8 @@ export interface WeftEvents {
   readonly 'policy.program': { readonly seconds: number; readonly how: 'updated' | 'replaced' | 'unchanged' };
   /** The NetworkPolicy table had drifted and was written again. */
   readonly 'policy.repair': Record<string, never>;
+  /** A CNI command the host's plugin handed to the agent, and its result: `ok`, or the CNI error code. */
+  readonly 'cni.command': { readonly command: string; readonly result: string; readonly seconds: number };
 }
 
 export type WeftTopic = keyof WeftEvents;

@@ -28,6 +28,8 @@ test('published facts become Prometheus series with HELP and TYPE; nothing befor
     publish('device.mtu', { device: 'flannel-v6.1', mtu: 1430 });
     publish('lease.duplicates', { count: 2 });
     publish('rules.mode', { mode: 'nftables' });
+    publish('cni.command', { command: 'ADD', result: 'ok', seconds: 0.02 });
+    publish('cni.command', { command: 'ADD', result: '11', seconds: 0.001 });
     contact = Date.now() - 4000;
     const text = m.render();
     for (const line of [
@@ -50,6 +52,9 @@ test('published facts become Prometheus series with HELP and TYPE; nothing befor
       'weft_lease_event_to_kernel_seconds_bucket{le="+Inf"} 2',
       'weft_lease_event_to_kernel_seconds_count 2',
       'weft_vxlan_mtu_bytes{device="flannel-v6.1"} 1430',
+      'weft_cni_commands_total{command="ADD",result="ok"} 1',
+      'weft_cni_commands_total{command="ADD",result="11"} 1',
+      'weft_cni_command_seconds_count 2',
     ]) {
       assert.ok(text.split('\n').includes(line), line);
     }

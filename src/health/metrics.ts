@@ -166,6 +166,8 @@ export class Metrics {
     const reconciles = histogram('weft_reconcile_duration_seconds', 'Full comparisons of the kernel with the leases, and how long each took.');
     const ruleRepairs = series('weft_traffic_rule_repairs_total', 'Masquerade and forward rules reinstalled after they changed, by mode.', 'counter');
     const mtu = series('weft_vxlan_mtu_bytes', 'The MTU of each vxlan device.', 'gauge');
+    const cniCommands = series('weft_cni_commands_total', 'CNI commands the host\'s plugin handed to this agent, by command and result (ok, or the CNI error code: 11 is "try again later").', 'counter');
+    const cniSeconds = histogram('weft_cni_command_seconds', 'CNI commands the host\'s plugin handed to this agent, from its request to the agent\'s last answer (delegates included).');
     this.#families.push({
       name: 'weft_registry_contact_age_seconds',
       help: 'Seconds since the registry last confirmed this node\'s lease.',
@@ -267,6 +269,10 @@ export class Metrics {
     on.push(subscribe('rules.repair', (m) => ruleRepairs.add({ mode: m.mode })));
     on.push(subscribe('rules.mode', (m) => ruleRepairs.add({ mode: m.mode }, 0)));
     on.push(subscribe('device.mtu', (m) => mtu.set({ device: m.device }, m.mtu)));
+    on.push(subscribe('cni.command', (m) => {
+      cniCommands.add({ command: m.command, result: m.result });
+      cniSeconds.observe(m.seconds);
+    }));
   }
 
   /** The exposition text: every family with its HELP and TYPE, series in the order first seen. */
