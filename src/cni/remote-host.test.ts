@@ -103,3 +103,42 @@ test('the plugin\'s request is checked field by field', () => {
   const many = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`V${i}`, '']));
   assert.ok('error' in checkCniRequest({ 'weft-cni': 1, env: many, stdin: '' }));
 });
+
+test('the edges of each check: what is just allowed passes, what is just past it is refused', async () => {
+  const proto = (err: unknown): boolean => err instanceof HostError && err.code === 'EPROTO';
+  const code = (c: string) => (err: unknown): boolean => err instanceof HostError && err.code === c;
+  // Only a whole errno name passes as one; a missing message is the code.
+  await assert.rejects(channel(() => failure('xENOENT')).host.mkdirp('/x', 0o700), code('EIO'));
+  await assert.rejects(channel(() => failure('ENOENT!')).host.mkdirp('/x', 0o700), code('EIO'));
+  await assert.rejects(channel(() => ({ ok: false, code: 2 })).host.mkdirp('/x', 0o700), code('EIO'));
+  await assert.rejects(channel(() => ({ ok: false, code: 'EACCES' })).host.mkdirp('/x', 0o700), (err: unknown) => err instanceof HostError && /: EACCES$/.test(err.message));
+  await assert.rejects(channel(() => ({ ok: false, code: 'EACCES', message: 'denied' })).host.mkdirp('/x', 0o700), (err: unknown) => err instanceof HostError && /: denied$/.test(err.message));
+  await assert.rejects(channel(() => ({ ok: 'yes' })).host.mkdirp('/x', 0o700), code('EIO'));
+  // Every kind, and a mode and size of zero.
+  for (const kind of ['file', 'dir', 'other'] as const) assert.deepEqual(await channel(() => ({ ok: true, kind, mode: 0, size: 0 })).host.lstat('/x'), { kind, mode: 0, size: 0 });
+  await assert.rejects(channel(() => ({ ok: true, kind: 'file', mode: 1.5, size: 0 })).host.lstat('/x'), proto);
+  await assert.rejects(channel(() => ({ ok: true, kind: 'file', mode: 0, size: '1' })).host.lstat('/x'), proto);
+  // Exactly the limit is within it.
+  assert.equal(await channel(() => ({ ok: true, text: '1234567890' })).host.readFile('/x', 10), '1234567890');
+  const exec = { path: '/bin/d', env: {}, stdin: '', timeoutMs: 1000, maxOutput: 8 };
+  assert.deepEqual(await channel(() => ({ ok: true, status: 'exited', code: 1, stdout: '1234', stderr: '5678' })).host.exec(exec), { status: 'exited', code: 1, stdout: '1234', stderr: '5678' });
+  await assert.rejects(channel(() => ({ ok: true, status: 'exited', code: -1, stdout: '', stderr: '' })).host.exec(exec), proto);
+  // A listing's names: strings, not empty, no slash.
+  for (const names of [[5], [''], ['a/b']]) await assert.rejects(channel(() => ({ ok: true, names })).host.readdir('/x'), proto, JSON.stringify(names));
+  // The exec outcomes the plugin reports.
+  for (const status of ['timeout', 'overflow', 'stopped'] as const) assert.deepEqual(await channel(() => ({ ok: true, status })).host.exec(exec), { status });
+  assert.deepEqual(await channel(() => ({ ok: true, status: 'unstartable', message: 'spawn /bin/d ENOENT' })).host.exec(exec), { status: 'unstartable', message: 'spawn /bin/d ENOENT' });
+  await assert.rejects(channel(() => ({ ok: true, status: 'unstartable' })).host.exec(exec), proto);
+  // A remove is one step naming its path; only ENOENT is no failure.
+  const removing = channel(() => ({ ok: true }));
+  await removing.host.remove('/s/f');
+  assert.deepEqual(removing.sent.map((s) => s.step), [{ op: 'remove', path: '/s/f' }]);
+});
+
+test('the request\'s edges: an env that is null, a string or has one value that is not a string; at most 4096 variables', () => {
+  for (const env of [null, 'A=1', { A: '1', B: 2 }]) assert.ok('error' in checkCniRequest({ 'weft-cni': 1, env, stdin: '' }), JSON.stringify(env));
+  const vars = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`V${i}`, '']));
+  assert.ok(!('error' in checkCniRequest({ 'weft-cni': 1, env: vars(4096), stdin: '' })));
+  assert.ok('error' in checkCniRequest({ 'weft-cni': 1, env: vars(4097), stdin: '' }));
+  assert.ok('error' in checkCniRequest(42));
+});
