@@ -95,21 +95,50 @@ static int write_all(int fd, const char *p, size_t n) {
   return 0;
 }
 
-/* Prints a CNI error as the agent would and exits 1. */
-static void __attribute__((noreturn, format(printf, 2, 3))) fail(int code, const char *fmt, ...) {
+/* The length of the valid UTF-8 sequence at `s` (at most `n` bytes), or 0 when there is none. */
+static size_t utf8_sequence(const unsigned char *s, size_t n) {
+  if (s[0] < 0x80) return 1;
+  size_t len = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+  if (len == 0 || len > n) return 0;
+  for (size_t i = 1; i < len; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  /* No overlong forms, no surrogates, nothing past U+10FFFF. */
+  if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) || (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f)) return 0;
+  return len;
+}
+
+/* A JSON string of bytes as Node decodes them: what is not UTF-8 becomes U+FFFD; NULs stay. */
+static json_t *lossy_string(const char *p, size_t n) {
+  struct buf b = {0};
+  buf_add(&b, "", 0);
+  for (size_t i = 0; i < n;) {
+    size_t len = utf8_sequence((const unsigned char *)p + i, n - i);
+    if (len) buf_add(&b, p + i, len), i += len;
+    else buf_add(&b, "\xef\xbf\xbd", 3), i++;
+  }
+  json_t *s = b.p ? json_stringn(b.p, b.n) : NULL;
+  free(b.p);
+  return s;
+}
+
+/* Prints a CNI error as the agent would (with `details` unless NULL) and exits 1. */
+static void __attribute__((noreturn, format(printf, 3, 4))) fail_with(int code, const char *details, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int len = vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  json_t *e = json_pack("{s:s, s:i, s:s}", "cniVersion", cni_version, "code", code, "msg", msg);
+  json_t *e = json_pack("{s:o, s:i, s:o}", "cniVersion", lossy_string(cni_version, strlen(cni_version)), "code", code, "msg",
+                        lossy_string(msg, len < 0 ? 0 : (size_t)len < sizeof msg ? (size_t)len : sizeof msg - 1));
+  if (e && details) json_object_set_new(e, "details", lossy_string(details, strlen(details)));
   char *text = e ? json_dumps(e, JSON_INDENT(4) | JSON_PRESERVE_ORDER) : NULL;
-  if (text) {
-    write_all(1, text, strlen(text));
-    write_all(1, "\n", 1);
-  }
+  /* Whatever failed above, the runtime still gets an error it can read. */
+  if (!text) text = strdup("{\"cniVersion\": \"1.1.0\", \"code\": 999, \"msg\": \"the plugin could not encode its error\"}");
+  write_all(1, text, strlen(text));
+  write_all(1, "\n", 1);
   exit(1);
 }
+#define fail(code, ...) fail_with(code, NULL, __VA_ARGS__)
 
 static const char *errno_name(int err) {
   const char *name = strerrorname_np(err);
@@ -272,7 +301,8 @@ static int read_regular(const char *path, size_t max, struct buf *b, int *err) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return *err = errno, -1;
   struct stat st;
-  if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size > max) {
+  if (fstat(fd, &st)) return *err = errno, close(fd), -1;
+  if (!S_ISREG(st.st_mode) || (size_t)st.st_size > max) {
     *err = S_ISREG(st.st_mode) ? EFBIG : EINVAL;
     close(fd);
     return -1;
@@ -294,14 +324,15 @@ static json_t *op_read(const char *path, size_t max) {
   struct buf b = {0};
   int err = 0;
   if (read_regular(path, max, &b, &err)) return free(b.p), error_reply(err);
-  json_t *text = json_stringn(b.p, b.n);
+  json_t *text = lossy_string(b.p, b.n);
   free(b.p);
-  if (!text) return error_reply(EILSEQ);
+  if (!text) return error_reply(ENOMEM);
   return json_pack("{s:b, s:o}", "ok", 1, "text", text);
 }
 
 static int mkdirp(const char *path, mode_t mode) {
   char p[4096];
+  if (!*path) return errno = ENOENT, -1;
   if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return errno = ENAMETOOLONG, -1;
   for (char *s = p + 1; *s; s++) {
     if (*s != '/') continue;
@@ -348,7 +379,7 @@ static json_t *op_readdir(const char *path) {
   struct dirent *e;
   while ((e = readdir(d))) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    json_t *name = json_string(e->d_name);
+    json_t *name = lossy_string(e->d_name, strlen(e->d_name));
     if (name) json_array_append_new(names, name);
   }
   closedir(d);
@@ -373,8 +404,8 @@ static json_t *exec_reply(struct exec_result *r) {
   static const char *names[] = {"exited", "timeout", "overflow", "stopped", "unstartable"};
   if (r->status == UNSTARTABLE) return json_pack("{s:b, s:s, s:s}", "ok", 1, "status", names[r->status], "message", r->message);
   if (r->status != EXITED) return json_pack("{s:b, s:s}", "ok", 1, "status", names[r->status]);
-  json_t *out = json_stringn(r->out.p ? r->out.p : "", r->out.n), *err = json_stringn(r->err.p ? r->err.p : "", r->err.n);
-  if (!out || !err) return json_decref(out), json_decref(err), error_reply(EILSEQ);
+  json_t *out = lossy_string(r->out.p ? r->out.p : "", r->out.n), *err = lossy_string(r->err.p ? r->err.p : "", r->err.n);
+  if (!out || !err) return json_decref(out), json_decref(err), error_reply(ENOMEM);
   return json_pack("{s:b, s:s, s:i, s:o, s:o}", "ok", 1, "status", "exited", "code", r->code, "stdout", out, "stderr", err);
 }
 
@@ -416,11 +447,29 @@ static json_t *perform(json_t *op, const char *name) {
 
 /* ---------------------------------------------------------------- DEL without an agent */
 
-static int valid_name(const char *s, int allow_leading_special) {
+/* A member of a JSON object as Go reads it (netconf.ts's member): the key case-insensitively, the last match. */
+static json_t *member(json_t *obj, const char *name) {
+  json_t *found = NULL, *value;
+  const char *key;
+  json_object_foreach(obj, key, value)
+    if (!strcasecmp(key, name)) found = value;
+  return found;
+}
+
+/* A string member, `fallback` when absent or null; another type is the config's error (code 7). */
+static const char *string_member(json_t *conf, const char *name, const char *fallback) {
+  json_t *v = member(conf, name);
+  if (!v || json_is_null(v)) return fallback;
+  if (!json_is_string(v)) fail(7, "failed to load flannel netconf: %s must be a string", name);
+  return json_string_value(v);
+}
+
+/* As libcni's container IDs and CNI's network names: a letter or digit, then letters, digits, `_`, `.`, `-`. */
+static int valid_name(const char *s) {
   if (!s || !*s) return 0;
   for (const char *c = s; *c; c++) {
     int alnum = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9');
-    if (!alnum && (c == s ? !allow_leading_special : !(*c == '_' || *c == '.' || *c == '-'))) return 0;
+    if (!alnum && (c == s || !(*c == '_' || *c == '.' || *c == '-'))) return 0;
   }
   return 1;
 }
@@ -432,36 +481,76 @@ static int valid_ifname(const char *s) {
   return 1;
 }
 
-/* The saved state at `path`, if it is a regular file (NULL when there is none). */
+/* snprintf that fails the command rather than use a path cut short. */
+static void __attribute__((format(printf, 3, 4))) path_of(char *out, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int len = vsnprintf(out, cap, fmt, ap);
+  va_end(ap);
+  if (len < 0 || (size_t)len >= cap) fail(5, "a path of more than %zu bytes", cap - 1);
+}
+
+/* The saved state at `path` if it is a regular file; NULL when there is none; unreadable is the IO error (5). */
 static char *saved_state(const char *path, size_t *len) {
   struct stat st;
-  if (lstat(path, &st) || !S_ISREG(st.st_mode)) return NULL;
+  if (lstat(path, &st)) {
+    if (errno == ENOENT) return NULL;
+    fail(5, "cannot read saved delegate config %s: %s", path, strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) return NULL;
   struct buf b = {0};
   int err = 0;
-  if (read_regular(path, MAX_STATE_BYTES, &b, &err)) fail(5, "cannot read saved delegate config %s: %s", path, strerror(err));
+  if (read_regular(path, MAX_STATE_BYTES, &b, &err)) {
+    if (err == ENOENT) return free(b.p), NULL;
+    fail(5, "cannot read saved delegate config %s: %s", path, strerror(err));
+  }
   *len = b.n;
   return b.p;
 }
 
-/* flannel's file is this network's when it names it, or names none, or cannot be read. */
+/* flannel's file is this network's when it names it, or names none, or cannot be read as JSON. */
 static int flannel_file_ours(const char *bytes, size_t len, const char *network) {
-  json_t *saved = json_loadb(bytes, len, 0, NULL);
+  json_t *saved = json_loadb(bytes, len, JSON_ALLOW_NUL, NULL);
   if (!saved) return 1;
-  json_t *name = json_object_get(saved, "name");
+  json_t *name = json_is_object(saved) ? json_object_get(saved, "name") : NULL;
   int ours = !json_is_object(saved) || !json_is_string(name) || !strcmp(json_string_value(name), network);
   json_decref(saved);
   return ours;
 }
 
+/* As Number() and Number.isInteger() read WEFT_CNI_DELEGATE_TIMEOUT_MS; the default otherwise. */
+static long long delegate_timeout_ms(void) {
+  const char *given = getenv("WEFT_CNI_DELEGATE_TIMEOUT_MS");
+  if (!given || !*given) return DEFAULT_DELEGATE_TIMEOUT_MS;
+  char *end;
+  double v = strtod(given, &end);
+  while (*end == ' ' || (*end >= '\t' && *end <= '\r')) end++;
+  if (*end || !(v > 0) || v > 9e15 || v != (double)(long long)v) return DEFAULT_DELEGATE_TIMEOUT_MS;
+  return (long long)v;
+}
+
 /* DEL as flannel-cni.ts's del() and scratch-store.ts do it, for when no agent answers. */
 static int del_without_agent(json_t *conf) {
-  const char *network = json_string_value(json_object_get(conf, "name"));
-  const char *data_dir = json_string_value(json_object_get(conf, "dataDir"));
-  if (!data_dir || !*data_dir) data_dir = DEFAULT_DATA_DIR;
-  if (!network) fail(7, "the network config has no name");
+  const char *version = string_member(conf, "cniVersion", "0.1.0");
+  json_t *supported = json_loads(WEFT_CNI_VERSIONS_JSON, 0, NULL);
+  int known = 0;
+  size_t i;
+  json_t *v;
+  json_array_foreach(supported, i, v) known |= !strcmp(json_string_value(v), version);
+  if (!known) {
+    char details[256];
+    snprintf(details, sizeof details, "config is \"%s\", plugin supports [%s]", version, WEFT_CNI_VERSIONS_TEXT);
+    for (char *c = details; *c; c++)
+      if (*c == ',') memmove(c, c + 1, strlen(c));
+    fail_with(1, details, "incompatible CNI versions");
+  }
+  const char *network = string_member(conf, "name", "");
+  if (!*network) fail(7, "missing network name");
+  if (!valid_name(network)) fail(7, "invalid network name \"%s\"", network);
+  const char *data_dir = string_member(conf, "dataDir", DEFAULT_DATA_DIR);
   const char *id = getenv("CNI_CONTAINERID"), *ifname = getenv("CNI_IFNAME"), *cni_path = getenv("CNI_PATH");
   if (!id || !*id || !ifname || !*ifname || !cni_path || !*cni_path) fail(4, "required env variables [CNI_CONTAINERID,CNI_IFNAME,CNI_PATH] missing");
-  if (!valid_name(id, 0)) fail(4, "invalid characters in containerID \"%s\"", id);
+  if (!valid_name(id)) fail(4, "invalid characters in containerID \"%s\"", id);
   if (!valid_ifname(ifname)) fail(4, "invalid interface name \"%s\"", ifname);
   struct stat st;
   if (lstat(data_dir, &st)) {
@@ -471,59 +560,63 @@ static int del_without_agent(json_t *conf) {
   if (!S_ISDIR(st.st_mode)) fail(5, "the state directory %s is not a directory (a symlink?): refusing to keep or read container state there", data_dir);
   if (st.st_mode & 022) fail(5, "the state directory %s is writable by others (mode %o): refusing to keep or read container state there; chmod go-w it", data_dir, st.st_mode & 0777);
   char keyed[4096], flannel[4096];
-  snprintf(keyed, sizeof keyed, "%s/_weft/%s/%s/%s", data_dir, network, id, ifname);
-  snprintf(flannel, sizeof flannel, "%s/%s", data_dir, id);
+  path_of(keyed, sizeof keyed, "%s/_weft/%s/%s/%s", data_dir, network, id, ifname);
+  path_of(flannel, sizeof flannel, "%s/%s", data_dir, id);
+  /* This attachment's own file, else flannel's when it is this network's. */
   size_t len = 0;
   char *saved = saved_state(keyed, &len);
-  int flannel_ours = 0;
-  size_t flen = 0;
-  char *fbytes = saved_state(flannel, &flen);
-  if (fbytes) flannel_ours = flannel_file_ours(fbytes, flen, network);
-  if (!saved && flannel_ours) saved = fbytes, len = flen, fbytes = NULL;
-  free(fbytes);
+  if (!saved) {
+    saved = saved_state(flannel, &len);
+    if (saved && !flannel_file_ours(saved, len, network)) free(saved), saved = NULL;
+  }
   if (!saved) return 0;
-  json_t *parsed = json_loadb(saved, len, 0, NULL);
-  const char *type = json_string_value(json_object_get(parsed, "type"));
+  json_t *parsed = json_loadb(saved, len, JSON_ALLOW_NUL, NULL);
+  if (!parsed) {
+    fprintf(stderr, "failed to parse netconf: the saved delegate config is not JSON");
+    return 0;
+  }
+  const char *type = json_is_object(parsed) ? json_string_value(json_object_get(parsed, "type")) : NULL;
   if (!type) {
     fprintf(stderr, "failed to parse netconf: saved delegate config has no type");
     return 0;
   }
-  if (!valid_name(type, 0)) fail(7, "invalid delegate plugin type \"%s\"", type);
+  if (!valid_name(type)) fail(7, "invalid delegate plugin type \"%s\"", type);
   char plugin[4096] = "";
   char *dirs = strdup(cni_path), *save = NULL;
   for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-    snprintf(plugin, sizeof plugin, "%s/%s", d, type);
+    path_of(plugin, sizeof plugin, "%s/%s", d, type);
     if (access(plugin, X_OK) == 0) break;
     plugin[0] = 0;
   }
   free(dirs);
   if (!plugin[0]) fail(7, "failed to find plugin \"%s\" in path [%s]", type, cni_path);
-  const char *given = getenv("WEFT_CNI_DELEGATE_TIMEOUT_MS");
-  long long timeout = given ? atoll(given) : 0;
-  if (timeout <= 0) timeout = DEFAULT_DELEGATE_TIMEOUT_MS;
   struct exec_result r;
-  run_delegate(plugin, environ, saved, len, timeout, MAX_DELEGATE_OUTPUT, &r);
-  if (r.status != EXITED) fail(999, "delegate del did not finish (%s)", r.status == TIMEOUT ? "timed out; killed with its process group" : r.status == STOPPED ? "the plugin was stopped" : r.status == OVERFLOW ? "it printed too much" : r.message);
+  run_delegate(plugin, environ, saved, len, delegate_timeout_ms(), MAX_DELEGATE_OUTPUT, &r);
+  if (r.status == TIMEOUT) fail(999, "delegate del did not finish within %lld ms; it was killed with its process group", delegate_timeout_ms());
+  if (r.status == OVERFLOW) fail(999, "delegate del printed more than %u bytes", MAX_DELEGATE_OUTPUT);
+  if (r.status == STOPPED) fail(999, "the plugin was stopped during delegate del");
+  if (r.status == UNSTARTABLE) fail(999, "failed to delegate del: %s", r.message);
   if (r.code != 0) {
-    json_t *e = r.out.p ? json_loads(r.out.p, 0, NULL) : NULL;
-    json_t *code = json_object_get(e, "code"), *msg = json_object_get(e, "msg");
-    if (json_is_integer(code) && json_is_string(msg)) fail((int)json_integer_value(code), "%s", json_string_value(msg));
-    if (r.err.n) fail(999, "netplugin failed: \"%s\"", r.err.p);
+    json_t *e = r.out.p ? json_loadb(r.out.p, r.out.n, JSON_ALLOW_NUL, NULL) : NULL;
+    json_t *code = json_object_get(e, "code"), *msg = json_object_get(e, "msg"), *details = json_object_get(e, "details");
+    if (json_is_integer(code) && json_is_string(msg)) fail_with((int)json_integer_value(code), json_string_value(details), "%s", json_string_value(msg));
+    if (r.err.n) fail(999, "netplugin failed: \"%.900s\"", r.err.p);
     fail(999, "netplugin failed with no error message: exit status %d", r.code);
   }
-  unlink(keyed);
+  /* As removeState: this attachment's file, the directories it leaves empty, flannel's file when it is this network's. */
+  if (unlink(keyed) && errno != ENOENT) fail(5, "cannot remove %s: %s", keyed, strerror(errno));
   char dir[4096];
-  snprintf(dir, sizeof dir, "%s/_weft/%s/%s", data_dir, network, id);
+  path_of(dir, sizeof dir, "%s/_weft/%s/%s", data_dir, network, id);
   if (rmdir(dir) == 0) {
-    snprintf(dir, sizeof dir, "%s/_weft/%s", data_dir, network);
+    path_of(dir, sizeof dir, "%s/_weft/%s", data_dir, network);
     if (rmdir(dir) == 0) {
-      snprintf(dir, sizeof dir, "%s/_weft", data_dir);
+      path_of(dir, sizeof dir, "%s/_weft", data_dir);
       rmdir(dir);
     }
   }
   len = 0;
   char *left = saved_state(flannel, &len);
-  if (left && flannel_file_ours(left, len, network)) unlink(flannel);
+  if (left && flannel_file_ours(left, len, network) && unlink(flannel) && errno != ENOENT) fail(5, "cannot remove %s: %s", flannel, strerror(errno));
   free(left);
   return 0;
 }
@@ -568,11 +661,32 @@ static char *next_line(struct conn *c, size_t *len) {
   }
 }
 
+/* Writes all of it to the agent, within the agent's deadline and unless the plugin is stopped. */
+static int send_all(int fd, const char *p, size_t n) {
+  long long deadline = now_ms() + AGENT_WAIT_MS;
+  while (n > 0) {
+    if (stopped) return errno = EINTR, -1;
+    long long left = deadline - now_ms();
+    if (left <= 0) return errno = ETIMEDOUT, -1;
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    if (poll(&pfd, 1, left > 1000 ? 1000 : (int)left) <= 0) continue;
+    ssize_t w = send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
 static int send_json(int fd, json_t *msg) {
+  if (!msg) return errno = ENOMEM, -1;
   char *text = json_dumps(msg, JSON_COMPACT);
   json_decref(msg);
-  if (!text) return errno = EILSEQ, -1;
-  int rc = write_all(fd, text, strlen(text)) || write_all(fd, "\n", 1) ? -1 : 0;
+  if (!text) return errno = ENOMEM, -1;
+  int rc = send_all(fd, text, strlen(text)) || send_all(fd, "\n", 1) ? -1 : 0;
   free(text);
   return rc;
 }
@@ -582,30 +696,26 @@ static int serve(int fd, const char *stdin_text, size_t stdin_len) {
   json_t *env = json_object();
   for (char **e = environ; *e; e++) {
     char *eq = strchr(*e, '=');
-    if (!eq) continue;
-    char key[256];
-    size_t klen = (size_t)(eq - *e);
-    if (klen == 0 || klen >= sizeof key) continue;
-    memcpy(key, *e, klen);
-    key[klen] = 0;
-    json_t *value = json_string(eq + 1);
-    if (value) json_object_set_new(env, key, value);
+    if (!eq || eq == *e) continue;
+    json_t *key = lossy_string(*e, (size_t)(eq - *e));
+    json_t *value = lossy_string(eq + 1, strlen(eq + 1));
+    if (key && value) json_object_setn_new(env, json_string_value(key), json_string_length(key), value);
+    else json_decref(value);
+    json_decref(key);
   }
-  json_t *input = json_stringn(stdin_text, stdin_len);
-  if (!input) fail(6, "the network config on stdin is not UTF-8");
-  if (send_json(fd, json_pack("{s:i, s:o, s:o}", "weft-cni", 1, "env", env, "stdin", input))) return -1;
+  if (send_json(fd, json_pack("{s:i, s:o, s:o}", "weft-cni", 1, "env", env, "stdin", lossy_string(stdin_text, stdin_len)))) return -1;
   struct conn c = {.fd = fd};
   for (;;) {
     size_t len;
     char *line = next_line(&c, &len);
     if (!line) return -1;
-    json_t *op = json_loadb(line, len, 0, NULL);
+    json_t *op = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
     const char *name = json_string_value(json_object_get(op, "op"));
     if (!name) return json_decref(op), errno = EPROTO, -1;
     if (!strcmp(name, "done")) {
-      const char *out = json_string_value(json_object_get(op, "stdout")), *err = json_string_value(json_object_get(op, "stderr"));
-      if (err) write_all(2, err, strlen(err));
-      if (out) write_all(1, out, strlen(out));
+      json_t *out = json_object_get(op, "stdout"), *err = json_object_get(op, "stderr");
+      if (json_is_string(err)) write_all(2, json_string_value(err), json_string_length(err));
+      if (json_is_string(out)) write_all(1, json_string_value(out), json_string_length(out));
       int code = (int)json_integer_value(json_object_get(op, "code"));
       json_decref(op);
       return code;
@@ -616,12 +726,13 @@ static int serve(int fd, const char *stdin_text, size_t stdin_len) {
   }
 }
 
+/* The agent's socket beside the subnet file; only a root (or this user's) listener is the agent. */
 static int connect_agent(const char *subnet_file, char *sock, size_t cap) {
   char dir[4096];
-  snprintf(dir, sizeof dir, "%s", subnet_file);
+  path_of(dir, sizeof dir, "%s", subnet_file);
   char *slash = strrchr(dir, '/');
   if (slash) *slash = 0;
-  snprintf(sock, cap, "%s/%s", slash ? (dir[0] ? dir : "") : ".", SOCKET_NAME);
+  path_of(sock, cap, "%s/%s", slash ? (dir[0] ? dir : "") : ".", SOCKET_NAME);
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   if (strlen(sock) >= sizeof addr.sun_path) return errno = ENAMETOOLONG, -1;
   strcpy(addr.sun_path, sock);
@@ -631,6 +742,13 @@ static int connect_agent(const char *subnet_file, char *sock, size_t cap) {
     int e = errno;
     close(fd);
     return errno = e, -1;
+  }
+  /* Whoever listens there is obeyed as root: a socket another user made (a subnetFile in /tmp) is not the agent. */
+  struct ucred peer;
+  socklen_t size = sizeof peer;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) || (peer.uid != 0 && peer.uid != geteuid())) {
+    close(fd);
+    return errno = EPERM, -1;
   }
   return fd;
 }
@@ -648,11 +766,12 @@ int main(void) {
   struct buf input = {0};
   char chunk[65536];
   for (;;) {
+    if (stopped) fail(999, "the plugin was stopped while reading its network config");
     ssize_t got = read(0, chunk, sizeof chunk);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;
     if (input.n + (size_t)got > MAX_STDIN) fail(6, "the network config on stdin is over %u bytes", MAX_STDIN);
-    buf_add(&input, chunk, (size_t)got);
+    if (buf_add(&input, chunk, (size_t)got)) fail(5, "out of memory reading the network config");
   }
   if (!input.p) buf_add(&input, "", 0);
   /* Read first all the same: the runtime writes the config to every command's stdin. */
@@ -661,13 +780,12 @@ int main(void) {
     return 0;
   }
   json_error_t bad;
-  json_t *conf = json_loadb(input.p, input.n, 0, &bad);
+  json_t *conf = json_loadb(input.p, input.n, JSON_ALLOW_NUL, &bad);
   /* Without a config there is no subnet file to find the agent by, and nothing for it to do. */
-  if (!json_is_object(conf)) fail(6, "failed to parse netconf: %s", conf ? "not a JSON object" : bad.text);
-  const char *version = json_string_value(json_object_get(conf, "cniVersion"));
-  if (version) cni_version = version;
-  const char *subnet_file = json_string_value(json_object_get(conf, "subnetFile"));
-  if (!subnet_file || !*subnet_file) subnet_file = DEFAULT_SUBNET_FILE;
+  if (!json_is_object(conf)) fail(6, "error unmarshall network config: %s", conf ? "expected an object" : bad.text);
+  json_t *version = member(conf, "cniVersion");
+  if (json_is_string(version)) cni_version = json_string_value(version);
+  const char *subnet_file = string_member(conf, "subnetFile", DEFAULT_SUBNET_FILE);
   char sock[4200];
   int fd = connect_agent(subnet_file, sock, sizeof sock);
   int is_del = !strcmp(command, "DEL");

@@ -4,10 +4,11 @@
  * answer comes once the pod's NetworkPolicy is in the kernel. The mode file beside it tells the
  * plugin whether to wait at all. Requests are untrusted: size-capped, checked field by field.
  */
-import { chmod, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import { type Socket, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { errorMessage } from '../core/errors.js';
+import { listenPrivately } from '../core/private-socket.js';
 import type { Logger } from '../core/log.js';
 import { type IpAddr, tryParseIp } from '../ip/ip.js';
 import { type PolicyHookReply, type PolicyHookRequest, policyModeName, policySocketName } from '../cni/policy-hook.js';
@@ -64,17 +65,9 @@ export class PolicyHookServer {
    * created while no agent answers must wait for one (the plugin says "try again later").
    */
   async run(signal: AbortSignal): Promise<void> {
-    // A socket the last agent left cannot be listened on again.
-    await unlink(this.path).catch(() => undefined);
+    // A socket the last agent left is replaced.
     const server = createServer((socket) => this.#serve(socket, signal));
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.path, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    await chmod(this.path, 0o600);
+    await listenPrivately(server, this.path);
     server.on('error', (err) => this.#log.warn({ err, socket: this.path }, 'the NetworkPolicy hook socket failed'));
     const modeFile = join(this.#dir, policyModeName);
     await writeFile(`${modeFile}.tmp`, `${this.#mode}\n`, { mode: 0o644 });

@@ -5,10 +5,10 @@
  * (cni/remote-host.ts), one step at a time, and ends with what the plugin prints and its exit
  * code. One JSON document per line, both ways. What the plugin sends is checked before use.
  */
-import { chmod, mkdir, unlink } from 'node:fs/promises';
 import { type Socket, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { errorMessage } from '../core/errors.js';
+import { listenPrivately } from '../core/private-socket.js';
 import { publish } from '../core/events.js';
 import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/clock.js';
@@ -62,6 +62,8 @@ export function checkCniRequest(raw: unknown): CniRequest | { error: string } {
 class LineChannel implements HostChannel {
   readonly #socket: Socket;
   #buffered = '';
+  /** Where the first line ends in #buffered, -1 while it has not: each chunk is searched once, not the whole buffer again. */
+  #lineEnd = -1;
   #waiting: ((line: string | Error) => void) | undefined;
   #ended: Error | undefined;
 
@@ -69,8 +71,12 @@ class LineChannel implements HostChannel {
     this.#socket = socket;
     socket.setEncoding('utf8');
     socket.on('data', (chunk: string) => {
+      if (this.#lineEnd < 0) {
+        const at = chunk.indexOf('\n');
+        if (at >= 0) this.#lineEnd = this.#buffered.length + at;
+      }
       this.#buffered += chunk;
-      if (this.#buffered.length > maxLine && !this.#buffered.includes('\n')) this.#end(new HostError('EMSGSIZE', `a line over ${maxLine} bytes from the CNI plugin`));
+      if (this.#lineEnd < 0 && this.#buffered.length > maxLine) this.#end(new HostError('EMSGSIZE', `a line over ${maxLine} bytes from the CNI plugin`));
       this.#deliver();
     });
     socket.on('close', () => this.#end(new HostError('EPIPE', 'the CNI plugin went away')));
@@ -85,13 +91,14 @@ class LineChannel implements HostChannel {
 
   #deliver(): void {
     if (!this.#waiting) return;
-    const at = this.#buffered.indexOf('\n');
+    const at = this.#lineEnd;
     if (at < 0 && !this.#ended) return;
     const give = this.#waiting;
     this.#waiting = undefined;
     if (at < 0) return give(this.#ended!);
     const line = this.#buffered.slice(0, at);
     this.#buffered = this.#buffered.slice(at + 1);
+    this.#lineEnd = this.#buffered.indexOf('\n');
     give(line);
   }
 
@@ -163,24 +170,10 @@ export class CniSocketServer {
   }
 
   async #serve(signal: AbortSignal): Promise<void> {
-    await mkdir(dirname(this.#path), { recursive: true, mode: 0o755 });
-    // A socket the last agent left cannot be listened on again.
-    await unlink(this.#path).catch(() => undefined);
+    // A socket the last agent left is replaced.
     const server = createServer((socket) => this.#session(socket, signal));
     server.maxConnections = maxSessions;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.#path, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    try {
-      await chmod(this.#path, 0o600);
-    } catch (err) {
-      server.close();
-      throw err;
-    }
+    await listenPrivately(server, this.#path);
     server.on('error', (err) => this.#log.warn({ err, socket: this.#path }, 'the CNI plugin socket failed'));
     this.#log.info({ socket: this.#path }, 'serving the CNI plugin');
     await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));

@@ -60,10 +60,10 @@ function runPlugin(plugin: string, env: Record<string, string>, stdin: string, s
   });
 }
 
-async function setup(t: TestContext, v: Variant, delegate: string) {
+async function setup(t: TestContext, v: Variant, delegate: string, options: { agent?: boolean } = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'weft-cni-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
-  if (v.remote) {
+  if (v.remote && options.agent !== false) {
     const stop = new AbortController();
     const serving = new CniSocketServer({ subnetFile: join(dir, 'subnet.env'), log: silentLogger, clock: systemClock }).run(stop.signal);
     t.after(async () => {
@@ -245,4 +245,57 @@ each('a state directory others may write, or that is a symlink, is refused befor
   const linked = await run(env('ADD'), conf('1.1.0', { dataDir: join(dir, 'linked') }));
   assert.match(linked.out.msg ?? '', /is not a directory \(a symlink\?\)/);
   assert.equal((await run(env('ADD'), conf())).code, 0, 'mode 755 is fine');
+});
+
+const staticOnly = { skip: existsSync(staticPlugin) ? undefined : `${staticPlugin} is missing: make cni-plugin builds it` };
+
+test('static plugin: a socket another user listens on is not the agent; nothing it asks is done, and a DEL is done without it', staticOnly, async (t) => {
+  const { dir, conf, env, run } = await setup(t, variants[1]!, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'', { agent: false });
+  await chmod(dir, 0o777);
+  const marker = join(dir, 'ran');
+  // A listener of uid 65534 that asks whoever connects to run a shell as root.
+  const step = JSON.stringify({ op: 'exec', path: '/bin/sh', env: { PATH: '/usr/bin:/bin' }, stdin: `touch ${marker}`, timeoutMs: 5000, maxOutput: 1024 });
+  const script = `require('net').createServer((s) => { s.on('data', () => {}); s.on('error', () => {}); s.write(${JSON.stringify(step + '\n')}); }).listen(${JSON.stringify(join(dir, 'weft-cni.sock'))}, () => console.log('up'))`;
+  const impostor = spawn(process.execPath, ['-e', script], { uid: 65534, gid: 65534, stdio: ['ignore', 'pipe', 'inherit'] });
+  t.after(() => void impostor.kill());
+  await new Promise((resolve) => impostor.stdout.once('data', resolve));
+  const add = await run(env('ADD'), conf());
+  assert.equal(add.code, 1);
+  assert.equal(add.out.code, 11);
+  assert.equal(existsSync(marker), false, 'the impostor\'s command did not run');
+  assert.equal((await run(env('DEL'), conf())).code, 0);
+  assert.equal(existsSync(marker), false);
+});
+
+test('static plugin without an agent: DEL reads the config as Go does (keys in any case) and refuses a network name that is a path', staticOnly, async (t) => {
+  const v = variants[1]!;
+  const { dir, conf, env, run } = await setup(t, v, 'cat > "$SEEN"; echo \'{"cniVersion":"1.1.0"}\'');
+  const seen = join(dir, 'seen');
+  assert.equal((await run(env('ADD', { SEEN: seen }), conf())).code, 0);
+  // The agent's socket goes: the plugin is on its own now.
+  await rm(join(dir, 'weft-cni.sock'));
+  await rm(seen);
+  const outside = join(dir, 'outside');
+  await mkdir(join(outside, 'ctr1'), { recursive: true });
+  await writeFile(join(outside, 'ctr1', 'eth0'), JSON.stringify({ cniVersion: '1.1.0', name: 'x', type: 'bridge' }));
+  const escape = await run(env('DEL', { SEEN: seen }), JSON.stringify({ cniVersion: '1.1.0', name: '../../outside', type: 'flannel', subnetFile: join(dir, 'subnet.env'), dataDir: join(dir, 'state') }));
+  assert.equal(escape.code, 1);
+  assert.equal(escape.out.code, 7);
+  assert.equal(existsSync(join(outside, 'ctr1', 'eth0')), true, 'nothing outside the state directory was read or removed');
+  assert.equal(existsSync(seen), false, 'no delegate ran');
+  const older = await run(env('DEL', { SEEN: seen }), JSON.stringify({ cniVersion: '9.9.9', name: 'cbr0', type: 'flannel', subnetFile: join(dir, 'subnet.env'), dataDir: join(dir, 'state') }));
+  assert.equal(older.out.code, 1, 'a version it does not know');
+  // "DataDir", as a Go reader takes it: the saved state is found and removed.
+  const del = await run(env('DEL', { SEEN: seen }), JSON.stringify({ cniversion: '1.1.0', Name: 'cbr0', type: 'flannel', SubnetFile: join(dir, 'subnet.env'), DataDir: join(dir, 'state') }));
+  assert.equal(del.code, 0);
+  assert.equal(existsSync(seen), true, 'the delegate got its DEL');
+  assert.deepEqual(await readdir(join(dir, 'state')), []);
+});
+
+each('a delegate\'s output with a NUL and bytes that are not UTF-8 neither fails its ADD nor garbles a DEL\'s error', async (t, v) => {
+  const { conf, env, run } = await setup(t, v, 'cat >/dev/null; printf "caf\\351\\000!" >&2; if [ "$CNI_COMMAND" = DEL ]; then printf "boom \\351" >&2; exit 1; fi; echo \'{"cniVersion":"1.1.0"}\'');
+  assert.equal((await run(env('ADD'), conf())).code, 0);
+  const del = await run(env('DEL'), conf());
+  assert.equal(del.code, 1);
+  assert.match(del.out.msg ?? '', /^netplugin failed: "caf\uFFFD\\u0000!boom \uFFFD"$/);
 });

@@ -1,6 +1,8 @@
 /** The CNI host as the plugin's own process sees it: Node's file system calls and child processes. */
 import { spawn } from 'node:child_process';
-import { constants } from 'node:fs';
+import { constants as fsConstants } from 'node:fs';
+import { constants } from 'node:os';
+import { StringDecoder } from 'node:string_decoder';
 import { access, lstat, mkdir, open, readdir, rm, rmdir } from 'node:fs/promises';
 import { writeFileAtomically } from '../subnet/atomic-file.js';
 import { type CniHost, type ExecOutcome, type ExecRequest, HostError, type HostStat } from './cni-host.js';
@@ -24,7 +26,7 @@ export function localHost(signal?: AbortSignal): CniHost {
     },
     async readFile(path: string, maxBytes: number): Promise<string> {
       try {
-        const fh = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+        const fh = await open(path, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK | fsConstants.O_NOFOLLOW);
         try {
           const info = await fh.stat();
           if (!info.isFile()) throw new HostError('EINVAL', 'not a regular file');
@@ -65,7 +67,7 @@ export function localHost(signal?: AbortSignal): CniHost {
         throw hostError(err);
       }
     },
-    executable: (path: string) => access(path, constants.X_OK).then(() => true, () => false),
+    executable: (path: string) => access(path, fsConstants.X_OK).then(() => true, () => false),
     exec: (request: ExecRequest) => execLocal(request, signal),
   };
 }
@@ -99,14 +101,20 @@ function execLocal(request: ExecRequest, signal: AbortSignal | undefined): Promi
     const onAbort = (): void => killGroup('stopped');
     if (signal?.aborted) onAbort();
     signal?.addEventListener('abort', onAbort, { once: true });
-    const collect = (append: (d: string) => void) => (d: Buffer) => {
-      if (stdout.length + stderr.length + d.length > request.maxOutput) killGroup('overflow');
-      else append(d.toString());
+    // Bytes are counted, and a character split between two reads is decoded whole.
+    let bytes = 0;
+    const outText = new StringDecoder('utf8');
+    const errText = new StringDecoder('utf8');
+    const collect = (decoder: StringDecoder, append: (d: string) => void) => (d: Buffer) => {
+      bytes += d.length;
+      if (bytes > request.maxOutput) killGroup('overflow');
+      else append(decoder.write(d));
     };
-    child.stdout.on('data', collect((d) => (stdout += d)));
-    child.stderr.on('data', collect((d) => (stderr += d)));
+    child.stdout.on('data', collect(outText, (d) => (stdout += d)));
+    child.stderr.on('data', collect(errText, (d) => (stderr += d)));
     child.once('error', (err) => settle({ status: 'unstartable', message: err.message }));
-    child.once('close', (code) => settle({ status: 'exited', code: code ?? 128, stdout, stderr }));
+    // As a shell reports it: a delegate killed by a signal exits 128 + its number.
+    child.once('close', (code, sig) => settle({ status: 'exited', code: code ?? 128 + (sig ? constants.signals[sig] : 0), stdout: stdout + outText.end(), stderr: stderr + errText.end() }));
     child.stdin.on('error', () => undefined);
     child.stdin.end(request.stdin);
   });

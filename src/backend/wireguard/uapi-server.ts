@@ -5,10 +5,11 @@
  * hears of it (onOutsideChange) and puts the device back in line at once, as it does a route
  * deleted by hand. Root only (mode 0600), requests capped, idle connections closed.
  */
-import { chmod, mkdir, mkdtemp, rename, rm, unlink } from 'node:fs/promises';
+import { unlink } from 'node:fs/promises';
 import { type Server, type Socket, connect, createServer } from 'node:net';
-import { basename, dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { Logger } from '../../core/log.js';
+import { listenPrivately } from '../../core/private-socket.js';
 
 /** wireguard-go's and wg's directory. */
 export const defaultSocketDir = '/var/run/wireguard';
@@ -41,29 +42,8 @@ export class UapiServer {
       this.#log.warn({ socket: this.#path }, 'another process serves this WireGuard device\'s UAPI socket; `wg` will not see weft\'s device');
       return;
     }
-    const dir = dirname(this.#path);
-    await mkdir(dir, { recursive: true, mode: 0o755 });
-    // Made in a directory only root can enter, made root's alone, then put in place: at no moment
-    // can another user connect to it (a socket takes the process's umask when made).
-    const private_ = await mkdtemp(join(dir, '.weft-'));
-    const made = join(private_, basename(this.#path));
     const server = createServer((socket) => this.#serve(socket));
-    try {
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(made, () => {
-          server.off('error', reject);
-          resolve();
-        });
-      });
-      await chmod(made, 0o600);
-      await rename(made, this.#path);
-    } catch (err) {
-      server.close();
-      throw err;
-    } finally {
-      await rm(private_, { recursive: true, force: true });
-    }
+    await listenPrivately(server, this.#path);
     server.on('error', (err) => this.#log.warn({ err, socket: this.#path }, 'the WireGuard UAPI socket failed'));
     this.#server = server;
   }
