@@ -8,7 +8,12 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { ErrorCodes, WeftError, errorMessage } from '../core/errors.js';
-import { isX25519Key, x25519PrivateKey, x25519PublicKey } from '../core/x25519.js';
+import { createRequire } from 'node:module';
+import type * as X25519 from '../core/x25519.js';
+
+// node:crypto is loaded when a key is made or read (wireguard only), not at every agent's start.
+const require = createRequire(import.meta.url);
+const x25519 = (): typeof X25519 => require('../core/x25519.js') as typeof X25519;
 
 export interface KeyPair {
   /** Standard base64 of the raw 32-byte keys. */
@@ -36,7 +41,7 @@ export class FileKeyStore implements KeyStore {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new WeftError(ErrorCodes.CONFIG, `cannot read the key file ${this.#path}: ${errorMessage(err)}`, { cause: err });
     }
     if (text !== undefined) return keyPair(text.trim(), this.#path);
-    const privateKey = x25519PrivateKey();
+    const privateKey = x25519().x25519PrivateKey();
     // Written whole or not at all: a half-written key would be a new identity on the next start.
     const tmp = `${this.#path}.${process.pid}.tmp`;
     try {
@@ -52,6 +57,6 @@ export class FileKeyStore implements KeyStore {
 
 /** The pair of a base64 private key; WEFT_ERR_CONFIG naming the file when it is not one. */
 function keyPair(privateKey: string, path: string): KeyPair {
-  if (!isX25519Key(privateKey)) throw new WeftError(ErrorCodes.CONFIG, `the key file ${path} does not hold a base64 Curve25519 key (44 characters)`);
-  return { privateKey, publicKey: x25519PublicKey(privateKey) };
+  if (!x25519().isX25519Key(privateKey)) throw new WeftError(ErrorCodes.CONFIG, `the key file ${path} does not hold a base64 Curve25519 key (44 characters)`);
+  return { privateKey, publicKey: x25519().x25519PublicKey(privateKey) };
 }

@@ -1,30 +1,40 @@
-/** The backends weft has, by flannel type name. Explicit data: nothing registers itself on import. */
+/**
+ * The backends weft has, by flannel type name. Explicit data: nothing registers itself on import.
+ * Each is loaded when first asked for, so that an agent compiles only the backend its config names
+ * (module loading is a fifth of an agent's start-up: docs/benchmarks.md).
+ */
+import { createRequire } from 'node:module';
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { NetworkConfig } from '../config/network-config.js';
-import { allocBackend } from './alloc/alloc-backend.js';
-import { extensionBackend } from './extension/extension-backend.js';
+import type * as Alloc from './alloc/alloc-backend.js';
+import type * as Extension from './extension/extension-backend.js';
 import type { BackendFactory } from './backend.js';
-import { hostGwBackend } from './host-gw/host-gw-backend.js';
-import { udpBackend } from './udp/udp-backend.js';
-import { vxlanBackend } from './vxlan/vxlan-backend.js';
-import { wireguardBackend } from './wireguard/wireguard-backend.js';
+import type * as HostGw from './host-gw/host-gw-backend.js';
+import type * as Udp from './udp/udp-backend.js';
+import type * as Vxlan from './vxlan/vxlan-backend.js';
+import type * as Wireguard from './wireguard/wireguard-backend.js';
 
-export const backendFactories: ReadonlyMap<string, BackendFactory> = new Map([
-  ['vxlan', vxlanBackend],
-  ['host-gw', hostGwBackend],
-  ['udp', udpBackend],
-  ['wireguard', wireguardBackend],
-  ['alloc', allocBackend],
-  ['extension', extensionBackend],
+const require = createRequire(import.meta.url);
+
+const loaders: ReadonlyMap<string, () => BackendFactory> = new Map([
+  ['vxlan', () => (require('./vxlan/vxlan-backend.js') as typeof Vxlan).vxlanBackend],
+  ['host-gw', () => (require('./host-gw/host-gw-backend.js') as typeof HostGw).hostGwBackend],
+  ['udp', () => (require('./udp/udp-backend.js') as typeof Udp).udpBackend],
+  ['wireguard', () => (require('./wireguard/wireguard-backend.js') as typeof Wireguard).wireguardBackend],
+  ['alloc', () => (require('./alloc/alloc-backend.js') as typeof Alloc).allocBackend],
+  ['extension', () => (require('./extension/extension-backend.js') as typeof Extension).extensionBackend],
 ]);
+
+/** The type names, in flannel's documentation order. */
+export const backendTypes: readonly string[] = [...loaders.keys()];
 
 /** flannel's other backends: known names that this weft does not have (yet). */
 const notAvailable = new Set(['ipip', 'ipsec', 'tencent-vpc']);
 
 export function backendFactory(type: string): BackendFactory {
-  const factory = backendFactories.get(type);
-  if (factory) return factory;
-  const have = [...backendFactories.keys()].join(', ');
+  const load = loaders.get(type);
+  if (load) return load();
+  const have = backendTypes.join(', ');
   if (notAvailable.has(type)) {
     throw new WeftError(ErrorCodes.CONFIG, `the ${type} backend is not available in this version of weft; it has ${have}`);
   }

@@ -13,7 +13,7 @@ import { existsSync } from 'node:fs';
 import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { FdHandover } from '../core/handover.js';
-import { startUdpFromSnapshot } from '../backend/udp/udp-early.js';
+import type * as UdpEarly from '../backend/udp/udp-early.js';
 import { type Logger, createLogger } from '../core/log.js';
 import type { NetworkConfig } from '../config/network-config.js';
 import { type Cidr, formatCidr } from '../ip/cidr.js';
@@ -26,12 +26,12 @@ import { enabledFamilies, familyPlanes, withLease } from '../backend/family-plan
 import type { ExternalInterface } from '../backend/external-interface.js';
 import { FileKeyStore } from '../backend/key-store.js';
 import { RtNetlink } from '../netlink/rtnetlink.js';
-import { WgNetlink } from '../netlink/wg-netlink.js';
+import type * as WgNetlinkModule from '../netlink/wg-netlink.js';
 import { writeSubnetEnv } from '../subnet/subnet-env.js';
 import { Iptables } from '../traffic/iptables.js';
 import { detectIptablesVariant } from '../traffic/iptables-variant.js';
 import { execCommand } from '../traffic/exec.js';
-import { Nftables } from '../traffic/nftables.js';
+import type * as NftablesModule from '../traffic/nftables.js';
 import type { TrafficManager } from '../traffic/traffic-manager.js';
 import { startHealthServer } from '../health/health-server.js';
 import { type HealthInput, healthVerdict } from '../health/health-verdict.js';
@@ -47,10 +47,13 @@ import { brNetfilterProblem } from './br-netfilter.js';
 import { takeAgentLock } from './agent-lock.js';
 import { leftoverDevices, ownLeftovers } from '../backend/leftovers.js';
 import { passPeriodMs } from '../backend/liveness-pass.js';
-import { etcdMode, shownEtcdEndpoints } from './etcd-mode.js';
-import { kubeMode } from './kube-mode.js';
+import type * as EtcdMode from './etcd-mode.js';
+import { createRequire } from 'node:module';
+import type * as KubeMode from './kube-mode.js';
 import type { RegistryMode } from './registry-mode.js';
 import type { Io } from './io.js';
+
+const require = createRequire(import.meta.url);
 import { notifyReady } from './sd-notify.js';
 
 type AgentFlags = FlagValues<typeof agentFlags>;
@@ -166,12 +169,15 @@ class Agent {
     const kube = flags['kube-subnet-mgr'];
     const handover = this.#o.handover ?? new FdHandover();
     const stateFile = `${flags['subnet-file']}.state`;
-    log.info({ version, registry: kube ? 'kubernetes' : 'etcd', ...(kube ? {} : { endpoints: shownEtcdEndpoints(flags['etcd-endpoints']), prefix: flags['etcd-prefix'] }) }, 'weft agent starting');
+    // One registry mode's code is loaded, not both (kube mode's client, informers and policy engine are a third of weft's modules).
+    const etcd = kube ? undefined : (require('./etcd-mode.js') as typeof EtcdMode);
+    log.info({ version, registry: kube ? 'kubernetes' : 'etcd', ...(etcd ? { endpoints: etcd.shownEtcdEndpoints(flags['etcd-endpoints']), prefix: flags['etcd-prefix'] } : {}) }, 'weft agent starting');
     // udp: forward with the last known table while the registry is not reached yet.
-    const early = await startUdpFromSnapshot({ stateFile, log: log.child({ component: 'udp' }), handover });
+    // (Its code is loaded only where a udp backend left its table.)
+    const early = existsSync(stateFile) ? await (require('../backend/udp/udp-early.js') as typeof UdpEarly).startUdpFromSnapshot({ stateFile, log: log.child({ component: 'udp' }), handover }) : undefined;
     let registry: RegistryMode;
     try {
-      registry = kube ? await kubeMode({ flags, env: this.#o.env, log, checkMs: this.#checkMs, clock: this.#clock }) : await etcdMode(flags, log, this.#clock);
+      registry = etcd ? await etcd.etcdMode(flags, log, this.#clock) : await (require('./kube-mode.js') as typeof KubeMode).kubeMode({ flags, env: this.#o.env, log, checkMs: this.#checkMs, clock: this.#clock });
     } catch (err) {
       early?.passOn(handover);
       throw err;
@@ -220,14 +226,18 @@ class Agent {
         'using external interface',
       );
       this.#iface = iface;
+      // The rule tools are checked (nft present, fully-random probed) before a lease is taken: a
+      // node that cannot keep its rules must not hold a subnet it will never serve. The check runs
+      // while what this node published before is read (one does not need the other); a failure
+      // is met where it is awaited.
+      const trafficReady = this.#trafficManager(config);
+      trafficReady.catch(() => undefined);
       const previous = await manager.previousAttrs(planes[0]!.publicIp, scope).catch((err: unknown) => {
         if (scope.aborted) throw err;
         log.warn({ err }, `could not read what this node published before; a recreated vxlan device gets a new MAC: ${errorMessage(err)}`);
         return undefined;
       });
-      // The rule tools are checked (nft present, fully-random probed) before a lease is taken: a
-      // node that cannot keep its rules must not hold a subnet it will never serve.
-      const traffic = await this.#trafficManager(config);
+      const traffic = await trafficReady;
       publish('rules.mode', { mode: traffic.mode });
       if (config.backend.type === 'udp') early?.handTo(handover);
       else early?.close();
@@ -243,7 +253,7 @@ class Agent {
           keys: new FileKeyStore(this.#o.env['WIREGUARD_KEY_FILE'] || defaultKeyFile),
           ...(this.#o.env['WEFT_WIREGUARD_SOCKET_DIR'] ? { wireguardSocketDir: this.#o.env['WEFT_WIREGUARD_SOCKET_DIR'] } : {}),
           ...(this.#o.env['WEFT_WIREGUARD'] === 'userspace' ? { wireguardPath: 'userspace' as const } : {}),
-          ...(config.backend.type === 'wireguard' ? { wireguard: new WgNetlink() } : {}),
+          ...(config.backend.type === 'wireguard' ? { wireguard: new (require('../netlink/wg-netlink.js') as typeof WgNetlinkModule).WgNetlink() } : {}),
           clock: this.#clock,
           ...(previous ? { previous } : {}),
           stateFile,
@@ -256,6 +266,13 @@ class Agent {
       this.#lease = lease;
       this.#check = { held: true, confirmedAt: this.#clock.now(), problem: '' };
       await network.setLease(lease, scope);
+      // Peers are programmed from here, while the rules and the subnet file are written: pods come
+      // only after the subnet file, and a peer's packets before the rules meet no pod yet.
+      // Liveness: the reconciler's passes (the first, every periodic one, every repair).
+      this.#lastPass = this.#clock.now();
+      const offPass = subscribe('reconcile', () => (this.#lastPass = this.#clock.now()));
+      scope.addEventListener('abort', offPass, { once: true });
+      tasks.push(guard(network.run(manager.watchLeases(scope), scope), 'backend'));
       await traffic.removeOtherMode().catch((err: unknown) => log.error({ err }, `could not remove the rules of flannel's other traffic mode: ${errorMessage(err)}`));
       // As flanneld: rules that cannot be installed (no iptables binary, a refused restore) leave
       // the agent running and not ready; they are tried again every resync period.
@@ -265,12 +282,6 @@ class Agent {
       this.#fileOk = await this.#writeSubnetFile(config, lease, network);
       log.info({ subnet: formatSubnetPair(lease.subnet), backend: config.backend.type, mtu: network.mtu, ready: this.#rulesOk && this.#fileOk }, 'weft agent is up');
       tasks.push(guard(this.#keepSubnetFile(config, network, scope), 'subnet file'));
-
-      // Liveness: the reconciler's passes (the first, every periodic one, every repair).
-      this.#lastPass = this.#clock.now();
-      const offPass = subscribe('reconcile', () => (this.#lastPass = this.#clock.now()));
-      scope.addEventListener('abort', offPass, { once: true });
-      tasks.push(guard(network.run(manager.watchLeases(scope), scope), 'backend'));
       tasks.push(guard(this.#keepRules(traffic, planes, scope), `${traffic.mode} resync`));
       if (flags['ip-blackhole-route']) {
         const blackhole = new BlackholeRoutes({
@@ -333,7 +344,7 @@ class Agent {
       resyncMs: flags['iptables-resync'] * 1000,
       rules: { masquerade: flags['ip-masq'], forward: flags['iptables-forward-rules'], randomFully: !flags['ip-masq-fully-random-disable'] },
     };
-    if (config.enableNFTables) return Nftables.create(options);
+    if (config.enableNFTables) return (require('../traffic/nftables.js') as typeof NftablesModule).Nftables.create(options);
     // Where kube-proxy's and Docker's rules are, as flannel's image (iptables-wrapper) decides.
     const { variant, why } = await detectIptablesVariant(execCommand);
     log.info({ variant: variant ?? 'as installed', why }, `iptables: ${variant ? `iptables-${variant}` : 'iptables'}`);

@@ -1,5 +1,5 @@
 /** The etcd registry mode (the default): flannel's keys in etcd, the lease policy of LocalManager. */
-import { parseNetworkPolicySetting } from './network-policy.js';
+import { parseNetworkPolicySetting } from './network-policy-setting.js';
 import { networkInterfaces } from 'node:os';
 import { type Clock, systemClock } from '../core/clock.js';
 import { formatIp } from '../ip/ip.js';

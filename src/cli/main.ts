@@ -16,8 +16,12 @@ import { fetchStatus, statusUrl } from './status-client.js';
 import { version } from '../core/version.js';
 import type { Io } from './io.js';
 import { runAgent } from './daemon.js';
-import { cleanupCommand } from './cleanup.js';
-import { leasesCommand } from './leases.js';
+import type * as Cleanup from './cleanup.js';
+import type * as Leases from './leases.js';
+import { createRequire } from 'node:module';
+
+// The tools' commands are loaded when run: the agent's start-up does not compile them.
+const require = createRequire(import.meta.url);
 
 export type { Io } from './io.js';
 
@@ -55,7 +59,7 @@ export async function main(argv: readonly string[], env: Readonly<Record<string,
       case 'agent':
         return await runAgent(rest, env, io);
       case 'leases':
-        return await leasesCommand(rest, env, io);
+        return await (require('./leases.js') as typeof Leases).leasesCommand(rest, env, io);
       case 'config':
         return await configCommand(rest, io);
       case 'status':
@@ -63,7 +67,7 @@ export async function main(argv: readonly string[], env: Readonly<Record<string,
       case 'doctor':
         return await doctorCommand(rest, env, io);
       case 'cleanup':
-        return await cleanupCommand(rest, env, io);
+        return await (require('./cleanup.js') as typeof Cleanup).cleanupCommand(rest, env, io);
       default:
         io.stderr(`weft: unknown command ${JSON.stringify(command)}\n\n${help}`);
         return 2;

@@ -5,7 +5,6 @@
  * engine's table. Off by default: turning enforcement on in a cluster whose policies were never
  * enforced can cut traffic that applications rely on, so `dry-run` exists to see that first.
  */
-import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { Informer, type RecordDecoder } from '../kube/informer.js';
 import type { ResourceApi } from '../kube/kube-client.js';
@@ -16,23 +15,12 @@ import { type Exec, execCommand } from '../traffic/exec.js';
 import { NftOwner } from '../traffic/nft-owner.js';
 import { PolicyHookServer, removePolicyHook } from './policy-socket.js';
 
-export type NetworkPolicySetting = 'off' | PolicyMode;
+export { type NetworkPolicySetting, parseNetworkPolicySetting } from './network-policy-setting.js';
 
 export const podsPath = '/api/v1/pods';
 const podsPathIn = (namespace: string): string => `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`;
 export const namespacesPath = '/api/v1/namespaces';
 export const networkPoliciesPath = '/apis/networking.k8s.io/v1/networkpolicies';
-
-/** The flag's value, or a CONFIG error naming it. */
-export function parseNetworkPolicySetting(value: string, kube: boolean): NetworkPolicySetting {
-  if (value !== 'off' && value !== 'dry-run' && value !== 'enforce') {
-    throw new WeftError(ErrorCodes.CONFIG, `--network-policy=${value}: expected off, dry-run or enforce`);
-  }
-  if (value !== 'off' && !kube) {
-    throw new WeftError(ErrorCodes.CONFIG, `--network-policy=${value} needs --kube-subnet-mgr: NetworkPolicies, Pods and Namespaces live in the Kubernetes API, which etcd mode does not read`);
-  }
-  return value;
-}
 
 /** Records hold IPs as bigints, which JSON cannot write as they are. */
 const text = (record: unknown): string => JSON.stringify(record, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
