@@ -19,6 +19,7 @@ import { createNetns, deleteNetns, ipJson, nsExec, nsName, sh, spawnInNetns, sto
 import { parseSubnetEnv } from '../subnet/subnet-env.js';
 import { NamespacedApiServer } from './namespaced-apiserver.js';
 import { EtcdMembers, type EtcdMembersOptions } from './etcd-members.js';
+import { waitUntil } from './wait.js';
 
 export const weftBin = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
 /** The host's static CNI plugin (make cni-plugin). */
@@ -360,6 +361,12 @@ export class Cluster {
    * the test runs itself), bin/weft, which runs it in its own process.
    */
   async addPod(node: ClusterNode, k8s?: { readonly namespace: string; readonly name: string }): Promise<Pod> {
+    // As a kubelet starts pods only on a Ready node: the agent has written its subnet file (its
+    // peers may be programmed before it is).
+    await waitUntil(`${node.name} wrote its subnet file`, async () => {
+      const env = await this.subnetEnv(node);
+      return env?.subnet !== undefined || env?.ipv6Subnet !== undefined;
+    }, 60_000);
     const ns = this.#names(`${node.name.replace('node', 'p')}-`);
     await this.#ns(ns);
     const id = `${ns}-ctr`;
