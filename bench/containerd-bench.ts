@@ -6,7 +6,7 @@
  * without networking; the difference is what the plugin and its delegates cost a container.
  */
 import { spawn } from 'node:child_process';
-import { copyFile, lstat, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -43,8 +43,9 @@ async function main(): Promise<void> {
     await writeFile(join(cni.netd, '10-flannel.conflist'), JSON.stringify({ name: 'cbr0', cniVersion: '0.3.1', plugins: [{ type: 'flannel', delegate: { hairpinMode: true, isDefaultGateway: true } }] }));
     await writeFile(join(cni.run, 'subnet.env'), 'FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.9.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n');
     const agentFlags = ['--no-maglev', '--no-turbofan', '--max-semi-space-size=1', '--optimize-for-size', '--expose-gc'];
-    server = spawn(process.execPath, [...agentFlags, fileURLToPath(new URL('cni-socket-server.js', import.meta.url)), join(cni.run, 'subnet.env')], { stdio: 'ignore' });
-    while (!(await lstat(join(cni.run, 'weft-cni.sock')).then((s) => s.isSocket(), () => false))) await new Promise((r) => setTimeout(r, 10));
+    const serving = spawn(process.execPath, [...agentFlags, fileURLToPath(new URL('cni-socket-server.js', import.meta.url)), join(cni.run, 'subnet.env')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    server = serving;
+    await new Promise((resolve) => serving.stdout.once('data', resolve));
     await nsExec(ns, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
     const time = async (withCni: boolean, i: number): Promise<number> => {
       const t0 = performance.now();

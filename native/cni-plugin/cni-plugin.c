@@ -296,9 +296,9 @@ static json_t *op_lstat(const char *path) {
   return json_pack("{s:b, s:s, s:I, s:I}", "ok", 1, "kind", kind, "mode", (json_int_t)st.st_mode, "size", (json_int_t)st.st_size);
 }
 
-/* A regular file's bytes, never through a symlink, never blocking on a FIFO. */
+/* A regular file's bytes, never blocking on a FIFO (subnet/bounded-file.ts). */
 static int read_regular(const char *path, size_t max, struct buf *b, int *err) {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return *err = errno, -1;
   struct stat st;
   if (fstat(fd, &st)) return *err = errno, close(fd), -1;

@@ -10,6 +10,7 @@
  */
 import { CniSocketServer } from '../cni/agent-socket.js';
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { FdHandover } from '../core/handover.js';
@@ -48,13 +49,13 @@ import { takeAgentLock } from './agent-lock.js';
 import { leftoverDevices, ownLeftovers } from '../backend/leftovers.js';
 import { passPeriodMs } from '../backend/liveness-pass.js';
 import type * as EtcdMode from './etcd-mode.js';
-import { createRequire } from 'node:module';
 import type * as KubeMode from './kube-mode.js';
 import type { RegistryMode } from './registry-mode.js';
 import type { Io } from './io.js';
-
-const require = createRequire(import.meta.url);
 import { notifyReady } from './sd-notify.js';
+
+// Code only some agents run is loaded when they need it (start-up time: docs/benchmarks.md).
+const require = createRequire(import.meta.url);
 
 type AgentFlags = FlagValues<typeof agentFlags>;
 

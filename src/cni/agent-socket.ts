@@ -140,6 +140,7 @@ export class CniSocketServer {
   readonly #log: Logger;
   readonly #clock: Clock;
   readonly #sockets = new Set<Socket>();
+  readonly #listening = Promise.withResolvers<void>();
 
   constructor(options: { subnetFile: string; log: Logger; clock: Clock }) {
     this.#path = join(dirname(options.subnetFile), cniSocketName);
@@ -149,6 +150,11 @@ export class CniSocketServer {
 
   get path(): string {
     return this.#path;
+  }
+
+  /** Settles once the socket is listened on (never, if run() is stopped before it could be). */
+  get listening(): Promise<void> {
+    return this.#listening.promise;
   }
 
   /** Serves until `signal` aborts; a socket that cannot be listened on is tried again, with backoff. */
@@ -174,6 +180,7 @@ export class CniSocketServer {
     const server = createServer((socket) => this.#session(socket, signal));
     server.maxConnections = maxSessions;
     await listenPrivately(server, this.#path);
+    this.#listening.resolve();
     server.on('error', (err) => this.#log.warn({ err, socket: this.#path }, 'the CNI plugin socket failed'));
     this.#log.info({ socket: this.#path }, 'serving the CNI plugin');
     await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));

@@ -45,7 +45,7 @@ export interface ExecRequest {
 export interface CniHost {
   /** The entry itself (a symlink is not followed); undefined when there is none. */
   lstat(path: string): Promise<HostStat | undefined>;
-  /** A regular file's text, opened without following a symlink and without blocking on a FIFO; rejects past `maxBytes`. */
+  /** A regular file's text, opened without blocking on a FIFO; rejects what is not one (EINVAL) or is past `maxBytes` (EFBIG). */
   readFile(path: string, maxBytes: number): Promise<string>;
   /** Makes the directory and its missing parents. */
   mkdirp(path: string, mode: number): Promise<void>;

@@ -7,15 +7,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmod, copyFile, lstat, mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { systemClock } from '../core/clock.js';
 import { createNetns, deleteNetns, ipJson, netnsSkipReason, nsExec, nsName } from '../testing/netns.js';
-import { recordingLogger } from '../testing/recording-logger.js';
-import { waitUntil } from '../testing/wait.js';
-import { CniSocketServer } from './agent-socket.js';
+import { serveCniAgent } from '../testing/cni-agent.js';
 
 const skip = netnsSkipReason();
 const weft = fileURLToPath(new URL('../../../bin/weft', import.meta.url));
@@ -45,23 +42,6 @@ function cni(ns: string | undefined, env: Record<string, string>, stdin: string)
 const singleFile = fileURLToPath(new URL('../../cni/weft', import.meta.url));
 const staticPlugin = fileURLToPath(new URL('../../cni/flannel', import.meta.url));
 
-/** The agent's end of the static plugin, serving beside `subnetFile` until the test ends. */
-function serveAgentSocket(t: { after(fn: () => Promise<void>): void }, subnetFile: string): { stop: () => Promise<void>; log: ReturnType<typeof recordingLogger> } {
-  const stop = new AbortController();
-  const log = recordingLogger();
-  const running = new CniSocketServer({ subnetFile, log, clock: systemClock }).run(stop.signal);
-  const end = async (): Promise<void> => {
-    stop.abort();
-    await running;
-  };
-  t.after(end);
-  return { stop: end, log };
-}
-
-function waitForSocket(path: string): Promise<void> {
-  return waitUntil(`${path} is listened on`, () => lstat(path).then((i) => i.isSocket(), () => false));
-}
-
 for (const [label, plugin, agent] of [['bin/weft', weft, false], ['the single executable', singleFile, false], ['the static plugin with the agent', staticPlugin, true]] as const) test(`${label}: ADD, CHECK, DEL, STATUS, GC, VERSION and errors against the real bridge and host-local plugins`, { skip, timeout: 120_000 }, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'weft-cni-'));
   const node = nsName('cn');
@@ -72,8 +52,7 @@ for (const [label, plugin, agent] of [['bin/weft', weft, false], ['the single ex
     await rm(dir, { recursive: true, force: true });
   });
   if (agent) {
-    serveAgentSocket(t, join(dir, 'subnet.env'));
-    await waitForSocket(join(dir, 'weft-cni.sock'));
+    await serveCniAgent(t, join(dir, 'subnet.env'));
   }
   for (const ns of [node, pod, pod2]) await createNetns(ns);
   const bin = join(dir, 'bin');
@@ -165,8 +144,7 @@ test('the static plugin without the agent: VERSION answered, ADD and CHECK "try 
   const run = (command: string, id?: string) => cni(node, { ...base, CNI_COMMAND: command, ...(id ? { CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${pod}` } : {}) }, netconf());
   const reserved = (): Promise<string[]> => readdir(join(ipam, 'cbr0')).then((f) => f.filter((x) => x.startsWith('198.')), () => []);
 
-  const agent = serveAgentSocket(t, subnetFile);
-  await waitForSocket(join(dir, 'weft-cni.sock'));
+  const agent = await serveCniAgent(t, subnetFile);
   const added = await run('ADD', 'ctr1');
   assert.equal(added.code, 0, added.stdout + added.stderr);
   assert.deepEqual(await reserved(), ['198.18.9.2']);
@@ -191,8 +169,7 @@ test('the static plugin without the agent: VERSION answered, ADD and CHECK "try 
   assert.equal((await run('DEL', 'never-added')).code, 0);
 
   // A DEL whose delegate fails keeps the state, so that the runtime's retry can still clean up.
-  serveAgentSocket(t, subnetFile);
-  await waitForSocket(join(dir, 'weft-cni.sock'));
+  await serveCniAgent(t, subnetFile);
   assert.equal((await run('ADD', 'ctr3')).code, 0);
   const kept = await readdir(dataDir);
   await rm(join(dir, 'weft-cni.sock'));
@@ -225,8 +202,7 @@ test('the static plugin runs from a root that holds nothing but a static busybox
       child.once('exit', (code) => resolve({ code, stdout, stderr }));
       child.stdin.end(JSON.stringify({ cniVersion: '1.0.0', name: 'cbr0', type: 'flannel' }));
     });
-  const agent = serveAgentSocket(t, join(root, 'run/flannel/subnet.env'));
-  await waitForSocket(join(root, 'run/flannel/weft-cni.sock'));
+  const agent = await serveCniAgent(t, join(root, 'run/flannel/subnet.env'));
   const add = await inRoot('ADD');
   assert.equal(add.code, 0, add.stdout + add.stderr);
   assert.equal((JSON.parse(add.stdout) as { ips: Array<{ address: string }> }).ips[0]!.address, '198.18.4.2/24');

@@ -8,17 +8,16 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { chmod, lstat, mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { execFile, spawn } from 'node:child_process';
+import { chmod, lstat, mkdir, mkdtemp, readFile, readdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { existsSync } from 'node:fs';
-import { systemClock } from '../core/clock.js';
 import { subscribe } from '../core/events.js';
-import { silentLogger } from '../core/log.js';
 import { waitUntil } from '../testing/wait.js';
-import { CniSocketServer } from './agent-socket.js';
+import { serveCniAgent } from '../testing/cni-agent.js';
 import { runCni } from './flannel-cni.js';
 import { localHost } from './local-host.js';
 
@@ -63,15 +62,7 @@ function runPlugin(plugin: string, env: Record<string, string>, stdin: string, s
 async function setup(t: TestContext, v: Variant, delegate: string, options: { agent?: boolean } = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'weft-cni-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
-  if (v.remote && options.agent !== false) {
-    const stop = new AbortController();
-    const serving = new CniSocketServer({ subnetFile: join(dir, 'subnet.env'), log: silentLogger, clock: systemClock }).run(stop.signal);
-    t.after(async () => {
-      stop.abort();
-      await serving;
-    });
-    await waitUntil('the CNI socket is listened on', () => lstat(join(dir, 'weft-cni.sock')).then((i) => i.isSocket(), () => false));
-  }
+  if (v.remote && options.agent !== false) await serveCniAgent(t, join(dir, 'subnet.env'));
   const bin = join(dir, 'bin');
   await mkdir(bin);
   await writeFile(join(bin, 'bridge'), `#!/bin/sh\n${delegate}\n`);
@@ -298,4 +289,16 @@ each('a delegate\'s output with a NUL and bytes that are not UTF-8 neither fails
   const del = await run(env('DEL'), conf());
   assert.equal(del.code, 1);
   assert.match(del.out.msg ?? '', /^netplugin failed: "caf\uFFFD\\u0000!boom \uFFFD"$/);
+});
+
+each('subnet.env may be a symlink to the agent\'s file, as flanneld\'s plugin allows; a FIFO at its path is refused, not waited on', async (t, v) => {
+  const { dir, conf, env, run } = await setup(t, v, 'cat >/dev/null; echo \'{"cniVersion":"1.1.0"}\'');
+  await rename(join(dir, 'subnet.env'), join(dir, 'real.env'));
+  await symlink(join(dir, 'real.env'), join(dir, 'subnet.env'));
+  assert.equal((await run(env('ADD'), conf())).code, 0);
+  await rm(join(dir, 'subnet.env'));
+  await promisify(execFile)('mkfifo', [join(dir, 'subnet.env')]);
+  const fifo = await run(env('ADD', { CNI_CONTAINERID: 'ctr2' }), conf());
+  assert.equal(fifo.code, 1);
+  assert.equal(fifo.out.code, 999, 'refused at once, as a read error');
 });

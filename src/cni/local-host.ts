@@ -3,8 +3,9 @@ import { spawn } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
 import { constants } from 'node:os';
 import { StringDecoder } from 'node:string_decoder';
-import { access, lstat, mkdir, open, readdir, rm, rmdir } from 'node:fs/promises';
+import { access, lstat, mkdir, readdir, rm, rmdir } from 'node:fs/promises';
 import { writeFileAtomically } from '../subnet/atomic-file.js';
+import { readBoundedFile } from '../subnet/bounded-file.js';
 import { type CniHost, type ExecOutcome, type ExecRequest, HostError, type HostStat } from './cni-host.js';
 
 function hostError(err: unknown): HostError {
@@ -25,22 +26,9 @@ export function localHost(signal?: AbortSignal): CniHost {
       }
     },
     async readFile(path: string, maxBytes: number): Promise<string> {
-      try {
-        const fh = await open(path, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK | fsConstants.O_NOFOLLOW);
-        try {
-          const info = await fh.stat();
-          if (!info.isFile()) throw new HostError('EINVAL', 'not a regular file');
-          if (info.size > maxBytes) throw new HostError('EFBIG', `${info.size} bytes, more than ${maxBytes}`);
-          const buf = Buffer.alloc(maxBytes + 1);
-          const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
-          if (bytesRead > maxBytes) throw new HostError('EFBIG', `more than ${maxBytes} bytes`);
-          return buf.subarray(0, bytesRead).toString('utf8');
-        } finally {
-          await fh.close();
-        }
-      } catch (err) {
-        throw err instanceof HostError ? err : hostError(err);
-      }
+      return readBoundedFile(path, maxBytes).catch((err: unknown) => {
+        throw hostError(err);
+      });
     },
     async mkdirp(path: string, mode: number): Promise<void> {
       await mkdir(path, { recursive: true, mode }).catch((err: unknown) => {

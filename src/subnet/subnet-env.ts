@@ -2,10 +2,10 @@
  * /run/flannel/subnet.env (spec §5): written by the agent once its network is up, read back on
  * restart for the previous subnet, and read by the CNI plugin. One codec for both sides.
  */
-import { constants } from 'node:fs';
-import { mkdir, open } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { writeFileAtomically } from './atomic-file.js';
+import { readBoundedFile } from './bounded-file.js';
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import { type Cidr, formatCidr, hostIp, tryParseCidr } from '../ip/cidr.js';
 import { formatIp } from '../ip/ip.js';
@@ -64,7 +64,7 @@ export interface ParsedSubnetEnv extends SubnetEnv {
 export async function readSubnetEnv(path: string): Promise<ParsedSubnetEnv> {
   let text: string;
   try {
-    text = await readBounded(path);
+    text = await readBoundedFile(path, maxSubnetEnvBytes);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { networks: [], ipv6Networks: [], problems: [] };
     throw new WeftError(ErrorCodes.CONFIG, `cannot read subnet file ${path}: ${(err as Error).message}`, { cause: err });
@@ -75,25 +75,6 @@ export async function readSubnetEnv(path: string): Promise<ParsedSubnetEnv> {
 /** The agent writes a few hundred bytes; anything near this is not a subnet file. */
 export const maxSubnetEnvBytes = 64 * 1024;
 
-/**
- * The file's text, refusing what is not a regular file of sane size: the CNI plugin reads it for
- * every pod, and a FIFO or a link to /dev/zero put at its path must not hang or fill it. Opened
- * without blocking, so a FIFO is seen for what it is instead of waiting for a writer.
- */
-async function readBounded(path: string): Promise<string> {
-  const fh = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  try {
-    const info = await fh.stat();
-    if (!info.isFile()) throw new Error('not a regular file');
-    if (info.size > maxSubnetEnvBytes) throw new Error(`${info.size} bytes, more than ${maxSubnetEnvBytes}`);
-    const buf = Buffer.alloc(maxSubnetEnvBytes + 1);
-    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
-    if (bytesRead > maxSubnetEnvBytes) throw new Error(`more than ${maxSubnetEnvBytes} bytes`);
-    return buf.subarray(0, bytesRead).toString('utf8');
-  } finally {
-    await fh.close();
-  }
-}
 
 export function parseSubnetEnv(text: string): ParsedSubnetEnv {
   const vars = new Map<string, string>();
