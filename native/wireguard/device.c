@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "state.h"
 #include "timers.h"
 #include "packet.h"
 #include "state.h"
@@ -1047,7 +1048,7 @@ void wg_device_kick(struct wg_device *d) {
   pthread_mutex_unlock(&d->timer_lock);
 }
 
-struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port) {
+struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port, int state_fd) {
   if (wg_crypto_init() != 0) {
     errno = ENOSYS;
     return NULL;
@@ -1071,6 +1072,7 @@ struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port) {
   pthread_cond_init(&d->timer_cond, NULL);
   d->hs_aead = wg_aead_new();
   if (!d->hs_aead || itab_init(&d->index) != 0 || atab_init(&d->allowed) != 0) goto fail;
+  d->restored = state_fd >= 0 ? wg_state_import(d, state_fd) : -1;
   if (pthread_create(&d->rx_thread, NULL, udp_to_tun, d) != 0) goto fail;
   d->threads = 1;
   if (pthread_create(&d->tx_thread, NULL, tun_to_udp, d) != 0) goto fail;

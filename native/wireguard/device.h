@@ -126,6 +126,8 @@ struct wg_device {
   unsigned batch_handshakes;
   pthread_t tx_thread, rx_thread, timer_thread;
   int threads;
+  /* What the state handed to wg_device_start restored: its peers, or -1 (none given, or another version's). */
+  int restored;
   atomic_int stopping;
   pthread_mutex_t timer_lock;
   pthread_cond_t timer_cond;
@@ -136,8 +138,10 @@ struct wg_device {
 
 uint64_t wg_now(void);
 
-/* Starts the threads over the two fds (which stay the caller's); NULL with errno on failure. */
-struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port);
+/* Starts the threads over the two fds (which stay the caller's); NULL with errno on failure. With
+ * state_fd >= 0, the previous agent's state (state.h) is restored first: the threads' first
+ * packets, queued in the TUN and the socket during a restart, then find their peers and sessions. */
+struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port, int state_fd);
 /* Stops the threads and frees the device; every key is wiped. With `export`, first writes its
  * state to a memfd for the next agent (state.h): the fd in *exported, -1 if that failed. */
 void wg_device_stop(struct wg_device *d);

@@ -18,7 +18,6 @@
 #include "weft-fd.h"
 #include "device.h"
 #include "timers.h"
-#include "state.h"
 
 /* openUdp(port): a UDP socket on every address (IPv6 and IPv4 alike, or IPv4 alone where the
  * node has no IPv6), as the kernel's WireGuard listens. */
@@ -64,13 +63,23 @@ static struct wg_device **unwrap(napi_env env, napi_value v) {
   return slot;
 }
 
-/* start(tunFd, udpFd, mtu, port): a running device without key or peers. */
+/* start(tunFd, udpFd, mtu, port, stateFd?): a running device, without key or peers, or with what
+ * the previous agent's stop(device, true) exported (restored before any thread reads a packet; the
+ * fd is emptied, not closed). */
 static napi_value Start(napi_env env, napi_callback_info info) {
-  napi_value argv[4];
-  uint32_t tun, udp, mtu, port;
-  const char *usage = "start(tunFd, udpFd, mtu, port)";
-  if (!weft_args(env, info, 4, argv, usage) || !weft_u32(env, argv[0], &tun, usage) || !weft_u32(env, argv[1], &udp, usage) || !weft_u32(env, argv[2], &mtu, usage) ||
-      !weft_u32(env, argv[3], &port, usage))
+  napi_value argv[5];
+  size_t argc = 5;
+  uint32_t tun, udp, mtu, port, state = 0;
+  const char *usage = "start(tunFd, udpFd, mtu, port, stateFd?)";
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 4) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  napi_valuetype stateType = napi_undefined;
+  if (argc > 4) napi_typeof(env, argv[4], &stateType);
+  if (!weft_u32(env, argv[0], &tun, usage) || !weft_u32(env, argv[1], &udp, usage) || !weft_u32(env, argv[2], &mtu, usage) || !weft_u32(env, argv[3], &port, usage) ||
+      (stateType != napi_undefined && !weft_u32(env, argv[4], &state, usage)))
     return NULL;
   if (mtu < 576 || mtu > 65535 - 80) {
     napi_throw_range_error(env, NULL, "start: mtu out of range");
@@ -78,7 +87,7 @@ static napi_value Start(napi_env env, napi_callback_info info) {
   }
   struct wg_device **slot = malloc(sizeof *slot);
   if (!slot) return throw_errno(env, ENOMEM, "start");
-  *slot = wg_device_start((int)tun, (int)udp, mtu, (uint16_t)port);
+  *slot = wg_device_start((int)tun, (int)udp, mtu, (uint16_t)port, stateType == napi_undefined ? -1 : (int)state);
   if (!*slot) {
     int err = errno;
     free(slot);
@@ -147,15 +156,13 @@ static napi_value Stop(napi_env env, napi_callback_info info) {
   return exporting ? weft_number(env, fd) : NULL;
 }
 
-/* importState(device, fd): restores what stop(device, true) exported; the peers restored, or -1
- * when the state is not this version's. The fd is emptied, not closed. */
-static napi_value ImportState(napi_env env, napi_callback_info info) {
-  napi_value argv[2];
-  uint32_t fd;
-  if (!weft_args(env, info, 2, argv, "importState(device, fd)") || !weft_u32(env, argv[1], &fd, "importState(device, fd)")) return NULL;
+/* restoredPeers(device): the peers start(..., stateFd) restored; -1 without a state or with another version's. */
+static napi_value RestoredPeers(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (!weft_args(env, info, 1, argv, "restoredPeers(device)")) return NULL;
   struct wg_device **slot = unwrap(env, argv[0]);
   if (!slot) return NULL;
-  return weft_number(env, wg_state_import(*slot, (int)fd));
+  return weft_number(env, (*slot)->restored);
 }
 
 /* describeFd(fd): { tun: name } for a TUN device, { udpPort } for a bound UDP socket, {} else. */
@@ -336,7 +343,7 @@ static napi_value Init(napi_env env, napi_value exports) {
     {"uapi", NULL, Uapi, NULL, NULL, NULL, napi_enumerable, NULL},
     {"counters", NULL, Counters, NULL, NULL, NULL, napi_enumerable, NULL},
     {"stop", NULL, Stop, NULL, NULL, NULL, napi_enumerable, NULL},
-    {"importState", NULL, ImportState, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"restoredPeers", NULL, RestoredPeers, NULL, NULL, NULL, napi_enumerable, NULL},
     {"describeFd", NULL, DescribeFd, NULL, NULL, NULL, napi_enumerable, NULL},
     {"keepOnExec", NULL, WeftKeepOnExec, NULL, NULL, NULL, napi_enumerable, NULL},
     {"hchacha20", NULL, Hchacha20, NULL, NULL, NULL, napi_enumerable, NULL},

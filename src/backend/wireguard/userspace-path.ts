@@ -79,10 +79,14 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
       } catch (err) {
         throw new WeftError(ErrorCodes.CONFIG, `cannot listen on UDP port ${spec.listenPort} for ${name}: ${errorMessage(err)} (is flanneld or another WireGuard on this node using it?)`, { cause: err });
       }
-      const handle = this.#addon.start(tun, udp, spec.mtu, spec.listenPort);
+      let handle: WgDeviceHandle;
+      try {
+        handle = this.#addon.start(tun, udp, spec.mtu, spec.listenPort, inherited.state);
+      } finally {
+        if (inherited.state !== undefined) this.#addon.closeFd(inherited.state);
+      }
       if (inherited.state !== undefined) {
-        const sessions = this.#addon.importState(handle, inherited.state);
-        this.#addon.closeFd(inherited.state);
+        const sessions = this.#addon.restoredPeers(handle);
         this.#log.info({ device: name, peers: sessions }, sessions >= 0 ? 'WireGuard device, socket and sessions taken over from the previous agent' : 'WireGuard device and socket taken over; the previous agent\'s sessions are of another version and are made anew');
       }
       const server = this.#socketDir === undefined ? undefined : this.#server(name, handle);

@@ -17,15 +17,20 @@ export interface WireguardAddon {
   /** A UDP socket on every address at `port` (IPv6 and IPv4, or IPv4 alone without IPv6). */
   openUdp(port: number): number;
   closeFd(fd: number): void;
-  start(tunFd: number, udpFd: number, mtu: number, port: number): WgDeviceHandle;
+  /**
+   * A running device over the two fds. With `stateFd`, what the previous agent's stop(handle, true)
+   * exported is restored before any thread reads a packet (what queued during the restart finds
+   * its session); the fd is emptied, not closed.
+   */
+  start(tunFd: number, udpFd: number, mtu: number, port: number, stateFd?: number): WgDeviceHandle;
   /** A UAPI request (`get=1` or `set=1`, ending in an empty line): the answer, errno line included. */
   uapi(handle: WgDeviceHandle, request: string): string;
   counters(handle: WgDeviceHandle): number[];
   /** Joins the threads; every key is wiped. With `exportState`, the device's state first goes into a memfd for the next agent: its fd, or -1. */
   stop(handle: WgDeviceHandle): void;
   stop(handle: WgDeviceHandle, exportState: true): number;
-  /** Restores what stop(handle, true) exported: the peers restored, -1 for another version's state. Empties the fd. */
-  importState(handle: WgDeviceHandle, fd: number): number;
+  /** The peers start() restored from the state it was given; -1 without one or for another version's. */
+  restoredPeers(handle: WgDeviceHandle): number;
   /** What an inherited fd is: a TUN device, a bound UDP socket (its port), or neither. */
   describeFd(fd: number): { tun?: string; udpPort?: number };
   /** Whether the fd survives execve (a graceful restart hands it on). */
