@@ -195,7 +195,9 @@ export class Reconciler {
       }
     })();
     try {
-      for await (const batch of events) {
+      // `let`, and emptied after use: this loop waits on the next batch with the last one in its
+      // frame, and the first holds every peer's event.
+      for await (let batch of events) {
         if (this.#synced) {
           const t0 = performance.now();
           await this.apply(batch, signal);
@@ -224,6 +226,7 @@ export class Reconciler {
           this.#log.info({ peers: this.#peers.size }, 'initial peers programmed');
           // The initial burst leaves garbage that would stay resident for a long time, and start-up
           // code that may never run again.
+          batch = [];
           releaseMemory({ code: true });
           this.#log.info(memoryFigures(), 'memory released after the initial burst');
         }

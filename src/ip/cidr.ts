@@ -44,7 +44,7 @@ export function parseCidr(text: string, options: { family?: Family; what?: strin
 }
 
 export function formatCidr(cidr: Cidr): string {
-  return `${formatIp(cidr.ip)}/${cidr.prefix}`;
+  return [formatIp(cidr.ip), cidr.prefix].join('/');
 }
 
 /** Number of addresses in the block. */

@@ -160,6 +160,8 @@ export class Informer<R> {
           throw err;
         }
         yield batch;
+        // Let go while the next is awaited: the first batch is every record.
+        batch = [];
       }
     } finally {
       this.#subscribers.delete(sub);

@@ -10,8 +10,9 @@ import type { SubnetPair } from './lease.js';
 const keyPattern = /^([0-9.]+)-([0-9]{1,2})(?:&([0-9a-f:]+)-([0-9]{1,3}))?$/;
 
 export function formatSubnetKey(pair: SubnetPair): string {
-  const v4 = pair.ipv4 ? `${formatIp(pair.ipv4.ip)}-${pair.ipv4.prefix}` : '0.0.0.0-0';
-  return pair.ipv6 ? `${v4}&${formatIp(pair.ipv6.ip)}-${pair.ipv6.prefix}` : v4;
+  // Joined, not a template: the key is held per peer, and join makes a flat string (ip.ts, formatIp).
+  const v4 = pair.ipv4 ? [formatIp(pair.ipv4.ip), pair.ipv4.prefix].join('-') : '0.0.0.0-0';
+  return pair.ipv6 ? [v4, '&', formatIp(pair.ipv6.ip), '-', pair.ipv6.prefix].join('') : v4;
 }
 
 /**

@@ -15,7 +15,7 @@ import { ErrorCodes, isWeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { LeaseTracker, type TrackedEvent } from '../lease/lease-tracker.js';
 import type { SubnetPair } from '../lease/lease.js';
-import type { Registry, StoredLease } from './registry.js';
+import type { LeaseSnapshot, Registry, StoredLease } from './registry.js';
 
 export interface LeaseWatchOptions {
   readonly registry: Registry;
@@ -42,13 +42,17 @@ export async function* watchLeaseSet(options: LeaseWatchOptions): AsyncGenerator
   let failures = 0;
   while (!signal.aborted) {
     try {
-      const snap = await registry.getLeases({ ...(options.subnet ? { subnet: options.subnet } : {}), signal });
+      // The listing and its events are let go once handed on: a suspended generator keeps its
+      // locals alive, and this one stays suspended for as long as the watch is quiet.
+      let snap: LeaseSnapshot | undefined = await registry.getLeases({ ...(options.subnet ? { subnet: options.subnet } : {}), signal });
       if (failures > 0) log.info({ failures }, 'lease watch is back: the registry answered the listing');
       failures = 0;
-      const events = tracker.reset(snap.leases);
-      if (first || events.length > 0) yield events;
-      first = false;
       let revision = snap.revision;
+      let events: LeaseWatchEvent[] | undefined = tracker.reset(snap.leases);
+      snap = undefined;
+      if (first || events.length > 0) yield events;
+      events = undefined;
+      first = false;
       for await (const batch of registry.watchLeases({
         fromRevision: revision + 1,
         ...(options.subnet ? { subnet: options.subnet } : {}),

@@ -215,10 +215,14 @@ export class LocalManager implements SubnetManager {
     let first = true;
     // Peers are passed on as the registry decoded them: what they may hold is checked in one
     // place for every registry, by the backend (backend/peer-checks.ts).
-    for await (const batch of watchLeaseSet({ registry: this.#registry, log: this.#log, clock: this.#clock, signal })) {
+    // Each batch is let go once handed on (lease-watch.ts): the first is every peer, and this
+    // generator stays suspended for as long as the registry is quiet.
+    for await (let batch of watchLeaseSet({ registry: this.#registry, log: this.#log, clock: this.#clock, signal })) {
       const own = this.#own?.subnet;
-      const peers = own ? batch.filter((e) => !subnetPairEquals(e.lease.subnet, own)) : batch;
-      if (first || peers.length > 0) yield toLeaseEvents(peers);
+      let peers: LeaseEvent[] | undefined = toLeaseEvents(own ? batch.filter((e) => !subnetPairEquals(e.lease.subnet, own)) : batch);
+      batch = [];
+      if (first || peers.length > 0) yield peers;
+      peers = undefined;
       first = false;
     }
   }

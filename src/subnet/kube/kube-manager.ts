@@ -168,10 +168,13 @@ export class KubeManager implements SubnetManager {
       }
     };
     let first = true;
-    for await (const batch of this.#informer.changes(signal)) {
-      const out: LeaseEvent[] = [];
+    // Each batch let go once handed on (subnet/lease-watch.ts): the first is every Node.
+    for await (let batch of this.#informer.changes(signal)) {
+      let out: LeaseEvent[] | undefined = [];
       for (const c of batch) set(c.record.name, c.type === 'put' ? c.record : undefined, out);
+      batch = [];
       if (first || out.length > 0) yield out;
+      out = undefined;
       first = false;
     }
   }
