@@ -14,6 +14,7 @@ import { createRequire } from 'node:module';
 import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { FdHandover } from '../core/handover.js';
+import { releaseCode } from '../core/memory.js';
 import type * as UdpEarly from '../backend/udp/udp-early.js';
 import { type Logger, createLogger } from '../core/log.js';
 import type { NetworkConfig } from '../config/network-config.js';
@@ -172,6 +173,10 @@ class Agent {
     const stateFile = `${flags['subnet-file']}.state`;
     // One registry mode's code is loaded, not both (kube mode's client, informers and policy engine are a third of weft's modules).
     const etcd = kube ? undefined : (require('./etcd-mode.js') as typeof EtcdMode);
+    // The node binary's code that each step of start-up runs (module loading, TLS, the device's
+    // set-up) is unmapped as the step ends (core/memory.ts): left mapped, it stacked up to 10 MB
+    // of file-backed pages under the peers' burst, which was the agent's peak (docs/benchmarks.md).
+    releaseCode();
     log.info({ version, registry: kube ? 'kubernetes' : 'etcd', ...(etcd ? { endpoints: etcd.shownEtcdEndpoints(flags['etcd-endpoints']), prefix: flags['etcd-prefix'] } : {}) }, 'weft agent starting');
     // udp: forward with the last known table while the registry is not reached yet.
     // (Its code is loaded only where a udp backend left its table.)
@@ -184,6 +189,7 @@ class Agent {
       throw err;
     }
     this.#registry = registry;
+    releaseCode();
     const manager = registry.manager;
     let nl: RtNetlink | undefined;
     // A loop that fails stops the agent: it exits 1 and its supervisor starts it again.
@@ -203,6 +209,7 @@ class Agent {
       if (flags['healthz-port'] > 0) tasks.push((await this.#serveHealth(scope)).closed);
       const config = await manager.getNetworkConfig(scope);
       this.#config = config;
+      releaseCode();
       const noBridgeFilter = brNetfilterProblem(config, existsSync);
       if (noBridgeFilter) throw new WeftError(ErrorCodes.CONFIG, noBridgeFilter);
       const overrides = await registry.publicIpOverrides(scope);
@@ -263,6 +270,7 @@ class Agent {
         scope,
       );
       this.#network = network;
+      releaseCode();
       const lease = await manager.acquireLease(network.attrs, scope);
       this.#lease = lease;
       this.#check = { held: true, confirmedAt: this.#clock.now(), problem: '' };
