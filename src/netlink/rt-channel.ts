@@ -14,6 +14,7 @@
  * apart from the writes' answers by sequence number.
  */
 import { constants } from 'node:os';
+import { getU16, setU16, setU32 } from './bytes.js';
 import { KernelError } from './netlink.js';
 import type { DataListener, DatagramSocket } from './nl-socket.js';
 import { NLMSG, NLM_F, type RawMessage, decodeError, splitMessages } from './rt-codec.js';
@@ -175,8 +176,8 @@ export class RtChannel {
     for (const w of this.#queue) {
       if (taken === this.#batchMessages) break;
       lastSeq = this.#nextSeq();
-      w.msg.writeUInt32LE(lastSeq, 8);
-      w.msg.writeUInt16LE(w.msg.readUInt16LE(6) & ~NLM_F.ACK, 6);
+      setU32(w.msg, 8, lastSeq);
+      setU16(w.msg, 6, getU16(w.msg, 6) & ~NLM_F.ACK);
       writes.set(lastSeq, w);
       bufs.push(w.msg);
       bytes += w.msg.length;
@@ -184,7 +185,7 @@ export class RtChannel {
     }
     this.#queue = taken === this.#queue.length ? [] : this.#queue.slice(taken);
     const last = bufs[bufs.length - 1]!;
-    last.writeUInt16LE(last.readUInt16LE(6) | NLM_F.ACK, 6);
+    setU16(last, 6, getU16(last, 6) | NLM_F.ACK);
     const timer = setTimeout(() => this.#endBatch('ETIMEDOUT'), this.#timeoutMs);
     this.#batch = { writes, lastSeq, timer };
     // The kernel has handled the batch when this returns; its answers arrive with the next read.
@@ -209,8 +210,8 @@ export class RtChannel {
     if (this.#closed) return Promise.reject(new KernelError(what, 'EBADF'));
     return new Promise<RawMessage[]>((resolve, reject) => {
       const seq = this.#nextSeq();
-      msg.writeUInt32LE(seq, 8);
-      msg.writeUInt16LE(msg.readUInt16LE(6) | (multi ? NLM_F_DUMP : 0), 6);
+      setU32(msg, 8, seq);
+      setU16(msg, 6, getU16(msg, 6) | (multi ? NLM_F_DUMP : 0));
       const timer = setTimeout(() => this.#endQuery(new KernelError(what, 'ETIMEDOUT')), this.#timeoutMs);
       this.#query = { seq, multi, what, parts: [], timer, acceptInterrupted, resolve, reject };
       const errno = this.#socket.send(msg);

@@ -7,6 +7,7 @@
 import { ErrorCodes, WeftError } from '../core/errors.js';
 import type { Cidr } from '../ip/cidr.js';
 import type { Family, IpAddr } from '../ip/ip.js';
+import { getI32, getU16, getU32, getU32Be, setU16, setU32, setU32Be } from './bytes.js';
 import type { FdbInfo, FdbSpec, NeighbourChange, NeighbourSpec, RouteInfo, RouteSpec } from './netlink.js';
 
 export const NLMSG = { ERROR: 2, DONE: 3 } as const;
@@ -41,16 +42,16 @@ export const message = (len: number): Buffer => Buffer.allocUnsafe(len).fill(0);
 
 /** A message header; `seq` is set by whoever sends it (rt-channel.ts patches it in). */
 export function header(out: Buffer, type: number, flags: number): void {
-  out.writeUInt32LE(out.length, 0);
-  out.writeUInt16LE(type, 4);
-  out.writeUInt16LE(flags | NLM_F.REQUEST, 6);
+  setU32(out, 0, out.length);
+  setU16(out, 4, type);
+  setU16(out, 6, flags | NLM_F.REQUEST);
 }
 
 export function putIp(out: Buffer, at: number, type: number, ip: IpAddr): number {
   const len = ipLength(ip.family);
-  out.writeUInt16LE(4 + len, at);
-  out.writeUInt16LE(type, at + 2);
-  if (ip.family === 4) out.writeUInt32BE(Number(ip.value), at + 4);
+  setU16(out, at, 4 + len);
+  setU16(out, at + 2, type);
+  if (ip.family === 4) setU32Be(out, at + 4, Number(ip.value));
   else {
     out.writeBigUInt64BE(ip.value >> 64n, at + 4);
     out.writeBigUInt64BE(ip.value & 0xffff_ffff_ffff_ffffn, at + 12);
@@ -59,15 +60,15 @@ export function putIp(out: Buffer, at: number, type: number, ip: IpAddr): number
 }
 
 export function putU32(out: Buffer, at: number, type: number, value: number): number {
-  out.writeUInt16LE(8, at);
-  out.writeUInt16LE(type, at + 2);
-  out.writeUInt32LE(value, at + 4);
+  setU16(out, at, 8);
+  setU16(out, at + 2, type);
+  setU32(out, at + 4, value);
   return at + 8;
 }
 
 export function putMac(out: Buffer, at: number, type: number, mac: string): number {
-  out.writeUInt16LE(10, at);
-  out.writeUInt16LE(type, at + 2);
+  setU16(out, at, 10);
+  setU16(out, at + 2, type);
   if (!/^[0-9a-fA-F]{2}([:-][0-9a-fA-F]{2}){5}$/.test(mac)) throw new WeftError(ErrorCodes.INTERNAL, `invalid MAC address ${JSON.stringify(mac)}`);
   for (let i = 0; i < 6; i++) out[at + 4 + i] = parseInt(mac.slice(i * 3, i * 3 + 2), 16);
   return at + attrSpace(6);
@@ -90,7 +91,7 @@ export function encodeRoute(type: number, flags: number, route: RouteSpec, proto
   out[at + 5] = protocol;
   out[at + 6] = route.gateway || blackhole ? 0 : RT_SCOPE_LINK;
   out[at + 7] = blackhole ? RTN_BLACKHOLE : RTN_UNICAST;
-  out.writeUInt32LE(route.onlink ? RTNH_F_ONLINK : 0, at + 8);
+  setU32(out, at + 8, route.onlink ? RTNH_F_ONLINK : 0);
   at = putIp(out, at + 12, RTA.DST, route.dst.ip);
   if (route.gateway) at = putIp(out, at, RTA.GATEWAY, route.gateway);
   if (route.index !== undefined) putU32(out, at, RTA.OIF, route.index);
@@ -120,7 +121,7 @@ function ndmsg(out: Buffer, family: number, index: number, state: number, flags:
   const at = NLMSG_HDRLEN;
   out[at] = family;
   out.writeInt32LE(index, at + 4);
-  out.writeUInt16LE(state, at + 8);
+  setU16(out, at + 8, state);
   out[at + 10] = flags;
   return at + 12;
 }
@@ -158,9 +159,9 @@ export interface RawMessage {
 export function splitMessages(buf: Buffer): RawMessage[] {
   const out: RawMessage[] = [];
   for (let at = 0; at + NLMSG_HDRLEN <= buf.length; ) {
-    const len = buf.readUInt32LE(at);
+    const len = getU32(buf, at);
     if (len < NLMSG_HDRLEN || at + len > buf.length) break;
-    out.push({ type: buf.readUInt16LE(at + 4), flags: buf.readUInt16LE(at + 6), seq: buf.readUInt32LE(at + 8), buf, start: at + NLMSG_HDRLEN, end: at + len });
+    out.push({ type: getU16(buf, at + 4), flags: getU16(buf, at + 6), seq: getU32(buf, at + 8), buf, start: at + NLMSG_HDRLEN, end: at + len });
     at += (len + 3) & ~3;
   }
   return out;
@@ -169,16 +170,16 @@ export function splitMessages(buf: Buffer): RawMessage[] {
 /** NLMSG_ERROR's errno (positive; 0 for an acknowledgement) and the sequence number it answers. */
 export function decodeError(m: RawMessage): { errno: number; seq: number } {
   if (m.end - m.start < 4) return { errno: 0, seq: m.seq };
-  const code = m.buf.readInt32LE(m.start);
+  const code = getI32(m.buf, m.start);
   return { errno: code === 0 ? 0 : -code, seq: m.seq };
 }
 
 /** Attribute payloads by type, for the few types asked for. */
 export function attributes(buf: Buffer, start: number, end: number, into: Array<[number, number] | undefined>): void {
   for (let at = start; at + 4 <= end; ) {
-    const len = buf.readUInt16LE(at);
+    const len = getU16(buf, at);
     if (len < 4 || at + len > end) break;
-    const type = buf.readUInt16LE(at + 2) & 0x3fff;
+    const type = getU16(buf, at + 2) & 0x3fff;
     if (type < into.length) into[type] = [at + 4, at + len];
     at += (len + 3) & ~3;
   }
@@ -186,13 +187,13 @@ export function attributes(buf: Buffer, start: number, end: number, into: Array<
 
 /** A u32 attribute's value; undefined when absent or too short (kernel input is read defensively). */
 export function readU32(buf: Buffer, range: [number, number] | undefined): number | undefined {
-  return range && range[1] - range[0] >= 4 ? buf.readUInt32LE(range[0]) : undefined;
+  return range && range[1] - range[0] >= 4 ? getU32(buf, range[0]) : undefined;
 }
 
 export function readIp(buf: Buffer, range: [number, number] | undefined): IpAddr | undefined {
   if (!range) return undefined;
   const [start, end] = range;
-  if (end - start === 4) return { family: 4, value: BigInt(buf.readUInt32BE(start)) };
+  if (end - start === 4) return { family: 4, value: BigInt(getU32Be(buf, start)) };
   if (end - start === 16) return { family: 6, value: (buf.readBigUInt64BE(start) << 64n) | buf.readBigUInt64BE(start + 8) };
   return undefined;
 }
@@ -224,7 +225,7 @@ export function decodeRoute(m: RawMessage): RouteInfo | undefined {
     ...(gateway ? { gateway } : {}),
     ...(oif !== undefined ? { index: oif } : {}),
     ...(prefsrc ? { prefsrc } : {}),
-    onlink: (buf.readUInt32LE(start + 8) & RTNH_F_ONLINK) !== 0,
+    onlink: (getU32(buf, start + 8) & RTNH_F_ONLINK) !== 0,
     type: buf[start + 7] === RTN_BLACKHOLE ? 'blackhole' : 'unicast',
     table: table ?? buf[start + 4]!,
     protocol: buf[start + 5]!,
@@ -234,7 +235,7 @@ export function decodeRoute(m: RawMessage): RouteInfo | undefined {
 
 /** The family and device of an RTM_NEWNEIGH / RTM_DELNEIGH (AF_BRIDGE for an FDB entry). */
 export function neighbourHead(m: RawMessage): { family: number; index: number } | undefined {
-  return m.end - m.start < 12 ? undefined : { family: m.buf[m.start]!, index: m.buf.readInt32LE(m.start + 4) };
+  return m.end - m.start < 12 ? undefined : { family: m.buf[m.start]!, index: getI32(m.buf, m.start + 4) };
 }
 
 function neighbourAttrs(m: RawMessage): Array<[number, number] | undefined> {
@@ -243,7 +244,7 @@ function neighbourAttrs(m: RawMessage): Array<[number, number] | undefined> {
   return at;
 }
 
-const permanent = (m: RawMessage): boolean => (m.buf.readUInt16LE(m.start + 8) & NUD_PERMANENT) !== 0;
+const permanent = (m: RawMessage): boolean => (getU16(m.buf, m.start + 8) & NUD_PERMANENT) !== 0;
 
 /** An ARP / NDP entry, without a MAC when the kernel leaves it out (deletions do). */
 export function decodeNeighbour(m: RawMessage): NeighbourChange | undefined {
@@ -277,7 +278,7 @@ export function decodeLinkChange(m: RawMessage): { index: number; name?: string 
   const at: Array<[number, number] | undefined> = new Array<[number, number] | undefined>(IFLA_IFNAME + 1);
   attributes(m.buf, m.start + 16, m.end, at);
   const name = at[IFLA_IFNAME];
-  const index = m.buf.readInt32LE(m.start + 4);
+  const index = getI32(m.buf, m.start + 4);
   if (!name) return { index };
   const nul = m.buf.indexOf(0, name[0]);
   return { index, name: m.buf.toString('utf8', name[0], nul >= 0 && nul < name[1] ? nul : name[1]) };
@@ -289,5 +290,5 @@ export function decodeAddrChange(m: RawMessage): { index: number; ip?: IpAddr } 
   const at: Array<[number, number] | undefined> = new Array<[number, number] | undefined>(IFA_LOCAL + 1);
   attributes(m.buf, m.start + 8, m.end, at);
   const ip = readIp(m.buf, at[IFA_LOCAL] ?? at[IFA_ADDRESS]);
-  return { index: m.buf.readUInt32LE(m.start + 4), ...(ip ? { ip } : {}) };
+  return { index: getU32(m.buf, m.start + 4), ...(ip ? { ip } : {}) };
 }
