@@ -8,7 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "state.h"
 #include "timers.h"
 #include "packet.h"
 #include "state.h"
@@ -1055,6 +1054,7 @@ struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port, i
   }
   struct wg_device *d = calloc(1, sizeof *d);
   if (!d) return NULL;
+  int err = ENOMEM;
   d->tun = tun;
   d->udp = udp;
   d->mtu = mtu;
@@ -1073,16 +1073,16 @@ struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port, i
   d->hs_aead = wg_aead_new();
   if (!d->hs_aead || itab_init(&d->index) != 0 || atab_init(&d->allowed) != 0) goto fail;
   d->restored = state_fd >= 0 ? wg_state_import(d, state_fd) : -1;
-  if (pthread_create(&d->rx_thread, NULL, udp_to_tun, d) != 0) goto fail;
+  if ((err = pthread_create(&d->rx_thread, NULL, udp_to_tun, d)) != 0) goto fail;
   d->threads = 1;
-  if (pthread_create(&d->tx_thread, NULL, tun_to_udp, d) != 0) goto fail;
+  if ((err = pthread_create(&d->tx_thread, NULL, tun_to_udp, d)) != 0) goto fail;
   d->threads = 2;
-  if (pthread_create(&d->timer_thread, NULL, timers, d) != 0) goto fail;
+  if ((err = pthread_create(&d->timer_thread, NULL, timers, d)) != 0) goto fail;
   d->threads = 3;
   return d;
 fail:
   wg_device_stop(d);
-  errno = ENOMEM;
+  errno = err;
   return NULL;
 }
 

@@ -126,7 +126,7 @@ struct wg_device {
   unsigned batch_handshakes;
   pthread_t tx_thread, rx_thread, timer_thread;
   int threads;
-  /* What the state handed to wg_device_start restored: its peers, or -1 (none given, or another version's). */
+  /* What the state handed to wg_device_start restored: its peers, or -1 (none given, or not restored: another version's, or unreadable). */
   int restored;
   atomic_int stopping;
   pthread_mutex_t timer_lock;
@@ -140,7 +140,8 @@ uint64_t wg_now(void);
 
 /* Starts the threads over the two fds (which stay the caller's); NULL with errno on failure. With
  * state_fd >= 0, the previous agent's state (state.h) is restored first: the threads' first
- * packets, queued in the TUN and the socket during a restart, then find their peers and sessions. */
+ * packets, queued in the TUN and the socket during a restart, then find their peers and sessions.
+ * The state is used up by the call, whether it succeeds or not; the fd stays the caller's. */
 struct wg_device *wg_device_start(int tun, int udp, size_t mtu, uint16_t port, int state_fd);
 /* Stops the threads and frees the device; every key is wiped. With `export`, first writes its
  * state to a memfd for the next agent (state.h): the fd in *exported, -1 if that failed. */

@@ -8,6 +8,7 @@
 #include <linux/if.h>
 #include <linux/if_tun.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -65,14 +66,13 @@ static struct wg_device **unwrap(napi_env env, napi_value v) {
 
 /* start(tunFd, udpFd, mtu, port, stateFd?): a running device, without key or peers, or with what
  * the previous agent's stop(device, true) exported (restored before any thread reads a packet; the
- * fd is emptied, not closed). */
+ * state is used up, the fd not closed). */
 static napi_value Start(napi_env env, napi_callback_info info) {
   napi_value argv[5];
   size_t argc = 5;
   uint32_t tun, udp, mtu, port, state = 0;
   const char *usage = "start(tunFd, udpFd, mtu, port, stateFd?)";
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  if (argc < 4) {
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4) {
     napi_throw_type_error(env, NULL, usage);
     return NULL;
   }
@@ -81,6 +81,10 @@ static napi_value Start(napi_env env, napi_callback_info info) {
   if (!weft_u32(env, argv[0], &tun, usage) || !weft_u32(env, argv[1], &udp, usage) || !weft_u32(env, argv[2], &mtu, usage) || !weft_u32(env, argv[3], &port, usage) ||
       (stateType != napi_undefined && !weft_u32(env, argv[4], &state, usage)))
     return NULL;
+  if (state > INT32_MAX) {
+    napi_throw_range_error(env, NULL, "start: stateFd out of range");
+    return NULL;
+  }
   if (mtu < 576 || mtu > 65535 - 80) {
     napi_throw_range_error(env, NULL, "start: mtu out of range");
     return NULL;
@@ -156,7 +160,7 @@ static napi_value Stop(napi_env env, napi_callback_info info) {
   return exporting ? weft_number(env, fd) : NULL;
 }
 
-/* restoredPeers(device): the peers start(..., stateFd) restored; -1 without a state or with another version's. */
+/* restoredPeers(device): the peers start(..., stateFd) restored; -1 without a state, or when it was not restored. */
 static napi_value RestoredPeers(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   if (!weft_args(env, info, 1, argv, "restoredPeers(device)")) return NULL;

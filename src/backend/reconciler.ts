@@ -195,8 +195,8 @@ export class Reconciler {
       }
     })();
     try {
-      // `let`, and emptied after use: this loop waits on the next batch with the last one in its
-      // frame, and the first holds every peer's event.
+      // `let`, so that the first batch (every peer's event) is let go once recorded: this loop
+      // waits on the next batch with the last one in its frame, for as long as the registry is quiet.
       for await (let batch of events) {
         if (this.#synced) {
           const t0 = performance.now();

@@ -4,7 +4,7 @@
  * Buffer's writeUInt16LE and its kin check their arguments in JavaScript, which without V8's
  * optimizing compilers (bin/weft turns them off) costs several times the store itself, thousands
  * of times per start (docs/benchmarks.md). Callers keep offsets inside the buffer: the encoders
- * size their messages first, the decoders check lengths before they read. Pure.
+ * size their messages first, the decoders check lengths before they read. No I/O.
  */
 export function setU16(b: Uint8Array, at: number, v: number): void {
   b[at] = v & 0xff;

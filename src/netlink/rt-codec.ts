@@ -120,7 +120,7 @@ export function encodeFdb(type: number, flags: number, entry: FdbSpec): Buffer {
 function ndmsg(out: Buffer, family: number, index: number, state: number, flags: number): number {
   const at = NLMSG_HDRLEN;
   out[at] = family;
-  out.writeInt32LE(index, at + 4);
+  setU32(out, at + 4, index);
   setU16(out, at + 8, state);
   out[at + 10] = flags;
   return at + 12;

@@ -6,7 +6,7 @@
  * restart and how many packets B delivered, as JSON. Not part of weft's runtime.
  */
 import dgram from 'node:dgram';
-import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
@@ -19,10 +19,9 @@ const nl = new RtNetlink();
 
 /** A raw X25519 key pair, hex, as UAPI wants them. */
 function keyPair(): { priv: string; pub: string } {
-  const { privateKey } = generateKeyPairSync('x25519');
-  const priv = Buffer.from(privateKey.export({ format: 'jwk' }).d!, 'base64url');
-  const pub = Buffer.from(createPublicKey(createPrivateKey(privateKey.export({ format: 'pem', type: 'pkcs8' }))).export({ format: 'jwk' }).x!, 'base64url');
-  return { priv: priv.toString('hex'), pub: pub.toString('hex') };
+  const { privateKey, publicKey } = generateKeyPairSync('x25519');
+  const hex = (base64url: string | undefined): string => Buffer.from(base64url!, 'base64url').toString('hex');
+  return { priv: hex(privateKey.export({ format: 'jwk' }).d), pub: hex(publicKey.export({ format: 'jwk' }).x) };
 }
 
 async function device(name: string, address: string, peerNet: string): Promise<number> {

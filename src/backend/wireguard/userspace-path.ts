@@ -70,6 +70,9 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
     const inherited = this.#inherited(name, spec.listenPort);
     const tun = inherited.tun ?? this.#addon.openTun(name);
     let udp = inherited.udp;
+    // The previous agent's state (keys among it): closed once, whatever happens below.
+    let state = inherited.state;
+    let handle: WgDeviceHandle | undefined;
     try {
       const made = await this.#nl.linkByName(name);
       if (!made) throw new KernelError(`the TUN device ${name} vanished as it was opened`, 'ENODEV');
@@ -79,15 +82,13 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
       } catch (err) {
         throw new WeftError(ErrorCodes.CONFIG, `cannot listen on UDP port ${spec.listenPort} for ${name}: ${errorMessage(err)} (is flanneld or another WireGuard on this node using it?)`, { cause: err });
       }
-      let handle: WgDeviceHandle;
-      try {
-        handle = this.#addon.start(tun, udp, spec.mtu, spec.listenPort, inherited.state);
-      } finally {
-        if (inherited.state !== undefined) this.#addon.closeFd(inherited.state);
-      }
-      if (inherited.state !== undefined) {
+      handle = this.#addon.start(tun, udp, spec.mtu, spec.listenPort, state);
+      if (state !== undefined) {
+        const used = state;
+        state = undefined;
+        this.#addon.closeFd(used);
         const sessions = this.#addon.restoredPeers(handle);
-        this.#log.info({ device: name, peers: sessions }, sessions >= 0 ? 'WireGuard device, socket and sessions taken over from the previous agent' : 'WireGuard device and socket taken over; the previous agent\'s sessions are of another version and are made anew');
+        this.#log.info({ device: name, peers: sessions }, sessions >= 0 ? 'WireGuard device, socket and sessions taken over from the previous agent' : 'WireGuard device and socket taken over; the previous agent\'s sessions were not restored (another version\'s, or unreadable) and are made anew');
       }
       const server = this.#socketDir === undefined ? undefined : this.#server(name, handle);
       const dev = { tun, udp, handle, index: made.index, listenPort: spec.listenPort, ...(server ? { server } : {}) };
@@ -100,9 +101,12 @@ export class UserspacePath implements WgDataPath, WireGuardPort {
       const dev = this.#devices.get(name);
       if (dev) this.#release(name, dev);
       else {
+        // A started device's threads use the fds: stopped before they are closed.
+        if (handle) this.#addon.stop(handle);
         if (udp !== undefined) this.#addon.closeFd(udp);
         this.#addon.closeFd(tun);
       }
+      if (state !== undefined) this.#addon.closeFd(state);
       throw err;
     }
   }

@@ -20,7 +20,8 @@ export interface WireguardAddon {
   /**
    * A running device over the two fds. With `stateFd`, what the previous agent's stop(handle, true)
    * exported is restored before any thread reads a packet (what queued during the restart finds
-   * its session); the fd is emptied, not closed.
+   * its session); the state is used up by the call, whether it succeeds or not, and the fd is the
+   * caller's to close.
    */
   start(tunFd: number, udpFd: number, mtu: number, port: number, stateFd?: number): WgDeviceHandle;
   /** A UAPI request (`get=1` or `set=1`, ending in an empty line): the answer, errno line included. */
@@ -29,7 +30,7 @@ export interface WireguardAddon {
   /** Joins the threads; every key is wiped. With `exportState`, the device's state first goes into a memfd for the next agent: its fd, or -1. */
   stop(handle: WgDeviceHandle): void;
   stop(handle: WgDeviceHandle, exportState: true): number;
-  /** The peers start() restored from the state it was given; -1 without one or for another version's. */
+  /** The peers start() restored from the state it was given; -1 without one, or when it was not restored (another version's, or unreadable). */
   restoredPeers(handle: WgDeviceHandle): number;
   /** What an inherited fd is: a TUN device, a bound UDP socket (its port), or neither. */
   describeFd(fd: number): { tun?: string; udpPort?: number };
