@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readFile, stat, writeFile } from 'node:fs/promises';
+import { readFile, readdir, readlink, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { formatCidr } from '../ip/cidr.js';
 import { parseGet } from '../netlink/wg-uapi.js';
@@ -319,6 +319,10 @@ test('a graceful restart (SIGHUP) on weft\'s own WireGuard keeps the device, the
   // (restored before the threads start: wg-handover.netns.test.ts).
   assert.equal(graceful.sent - graceful.received, 0, `a graceful restart lost ${graceful.sent - graceful.received} of ${graceful.sent} packets`);
   assert.equal(n2.agent?.pid, pid, 'the same process, re-executed');
+  // The previous agent's state (its keys among it) is closed once restored: no memfd of it stays open.
+  const fds = await readdir(`/proc/${pid}/fd`);
+  const open = await Promise.all(fds.map((fd) => readlink(`/proc/${pid}/fd/${fd}`).catch(() => '')));
+  assert.deepEqual(open.filter((target) => target.includes('weft-wireguard-state')), [], 'the handed-over state is closed');
   const after = (await device(n2)).peers[0]!;
   assert.equal(after.lastHandshakeMs, before.lastHandshakeMs, 'the session went on: no new handshake');
   assert.equal((await packets(cluster, n1))['handshakes'], handshakes, 'nor one on the other side');
