@@ -11,12 +11,17 @@
  *   notifications cost tens of calls into JavaScript, not 15 000;
  * - sends synchronously: the kernel handles a request datagram within sendmsg(), so there is
  *   nothing to wait for and no send record to keep;
- * - sizes the receive buffer past net.core.rmem_max where it may (SO_RCVBUFFORCE, CAP_NET_ADMIN).
+ * - sizes the receive buffer past net.core.rmem_max where it may (SO_RCVBUFFORCE, CAP_NET_ADMIN);
+ * - tells its port id, and lets a listener have the kernel drop the echo of another socket's
+ *   writes (a socket filter on the message's type and sender port) before it is ever copied out.
  * Built by `make setup` with node-gyp against the pinned Node's headers.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
+#include <linux/filter.h>
 #include <linux/netlink.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -202,6 +207,62 @@ static napi_value send_datagram(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* port(handle): the port id the kernel bound the socket to: what it puts in nlmsg_pid of the
+ * notifications that this socket's requests cause. */
+static napi_value port_of(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], result;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  nl_socket *s = argc == 1 ? unwrap(env, argv[0]) : NULL;
+  if (!s) {
+    napi_throw_type_error(env, NULL, "port(handle)");
+    return NULL;
+  }
+  struct sockaddr_nl addr;
+  socklen_t len = sizeof addr;
+  if (getsockname(s->fd, (struct sockaddr *)&addr, &len) < 0) return throw_errno(env, errno, "getsockname");
+  napi_create_uint32(env, addr.nl_pid, &result);
+  return result;
+}
+
+#define IGNORE_TYPES_MAX 8
+
+/* ignore(handle, port: number, types: number[]): a socket filter that drops every message of these
+ * types whose nlmsg_pid is `port`, the echo of that socket's own writes. The kernel sends each
+ * notification in a datagram of its own, so the filter reads the one header at its start; its
+ * loads are in network byte order, hence the swaps of the header's host-order fields. */
+static napi_value ignore_echoes(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  nl_socket *s = argc == 3 ? unwrap(env, argv[0]) : NULL;
+  uint32_t port = 0, ntypes = 0;
+  if (!s || napi_get_value_uint32(env, argv[1], &port) != napi_ok || napi_get_array_length(env, argv[2], &ntypes) != napi_ok || ntypes == 0 ||
+      ntypes > IGNORE_TYPES_MAX) {
+    napi_throw_type_error(env, NULL, "ignore(handle, port: number, types: number[1..8])");
+    return NULL;
+  }
+  struct sock_filter code[IGNORE_TYPES_MAX + 6];
+  unsigned n = 0;
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_H | BPF_ABS, offsetof(struct nlmsghdr, nlmsg_type));
+  for (uint32_t i = 0; i < ntypes; i++) {
+    napi_value v;
+    uint32_t type = 0;
+    napi_get_element(env, argv[2], i, &v);
+    napi_get_value_uint32(env, v, &type);
+    /* A match jumps to the port check, past the other types and the accept below them. */
+    code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ntohs((uint16_t)type), (uint8_t)(ntypes - i), 0);
+  }
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffff);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct nlmsghdr, nlmsg_pid));
+  code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ntohl(port), 1, 0);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffff);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0);
+  struct sock_fprog prog = { .len = (unsigned short)n, .filter = code };
+  if (setsockopt(s->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0) return throw_errno(env, errno, "SO_ATTACH_FILTER");
+  return NULL;
+}
+
 /* close(handle): stops reading and closes the socket; the callback is never called again. */
 static napi_value close_socket(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -229,6 +290,8 @@ static napi_value init(napi_env env, napi_value exports) {
     { "open", NULL, open_socket, NULL, NULL, NULL, napi_default, NULL },
     { "send", NULL, send_datagram, NULL, NULL, NULL, napi_default, NULL },
     { "close", NULL, close_socket, NULL, NULL, NULL, napi_default, NULL },
+    { "port", NULL, port_of, NULL, NULL, NULL, napi_default, NULL },
+    { "ignore", NULL, ignore_echoes, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

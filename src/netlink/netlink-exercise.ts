@@ -21,12 +21,17 @@ function describe(c: NetlinkChange): string[] {
 }
 
 const nl = new RtNetlink();
+/** Another adapter (its own socket), as another program on the node: it sees what `nl` does. */
+const watcher = new RtNetlink();
 const out: Record<string, unknown> = {};
 const ctl = new AbortController();
-const changes: string[] = [];
-const watching = (async () => {
-  for await (const batch of nl.subscribe(ctl.signal)) for (const c of batch) changes.push(c.kind === 'unparsed' || c.kind === 'overflow' ? c.kind : `${c.kind}${c.deleted ? '-' : '+'}`, ...describe(c));
+const watch = (adapter: RtNetlink, into: string[]): Promise<void> => (async () => {
+  for await (const batch of adapter.subscribe(ctl.signal)) for (const c of batch) into.push(c.kind === 'unparsed' || c.kind === 'overflow' ? c.kind : `${c.kind}${c.deleted ? '-' : '+'}`, ...describe(c));
 })();
+const changes: string[] = [];
+/** What `nl` hears: not the echo of its own route and neighbour writes. */
+const ownChanges: string[] = [];
+const watching = Promise.all([watch(watcher, changes), watch(nl, ownChanges)]);
 await new Promise((r) => setTimeout(r, 100));
 
 const eth = (await nl.linkByName('eth0'))!;
@@ -92,9 +97,15 @@ out['v6'] = {
   fdb: (await nl.fdb(vx6.index)).filter((f) => f.dst).map((f) => `${f.mac} ${formatIp(f.dst!)} ${f.self} ${f.permanent}`),
   routes: (await nl.routes(6)).filter((r) => r.index === vx.index && r.gateway).map((r) => `${formatCidr(r.dst)} ${formatIp(r.gateway!)} ${r.onlink ? 'onlink' : ''} ${r.protocol}`),
 };
+// The other adapter's writes are another program's changes to `nl`.
+await watcher.replaceNeighbour({ index: vx.index, ip: parseIp('198.18.9.0'), mac: '0e:2a:00:00:00:09' });
+await watcher.replaceRoute({ dst: parseCidr('198.18.9.0/24'), gateway: parseIp('198.18.9.0'), index: vx.index, onlink: true });
+await watcher.deleteRoute({ dst: parseCidr('198.18.9.0/24'), gateway: parseIp('198.18.9.0'), index: vx.index, onlink: true });
 await new Promise((r) => setTimeout(r, 100));
 ctl.abort();
 await watching;
 out['changes'] = [...new Set(changes)].sort();
+out['ownChanges'] = [...new Set(ownChanges)].sort();
 nl.close();
+watcher.close();
 process.stdout.write(JSON.stringify(out, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) + '\n');

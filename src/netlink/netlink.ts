@@ -201,7 +201,11 @@ export interface Netlink {
   replaceFdb(entry: FdbSpec): Promise<void>;
   deleteFdb(entry: FdbSpec): Promise<void>;
 
-  /** Kernel changes to links, addresses, routes and neighbours, until `signal` aborts. */
+  /**
+   * Kernel changes to links, addresses, routes and neighbours, until `signal` aborts. The echo of
+   * the adapter's own writes may be left out (rtnetlink.ts leaves out its route and neighbour
+   * writes'); a listener must still tell any it gets from drift.
+   */
   subscribe(signal: AbortSignal): AsyncIterable<NetlinkChange[]>;
 
   close(): void;

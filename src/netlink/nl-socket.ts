@@ -10,6 +10,8 @@ interface Addon {
   open(groups: number[], receiveBuffer: number, onData: (chunk: Buffer | undefined, overflow: number) => void, protocol?: number): object;
   send(handle: object, datagram: Buffer): number;
   close(handle: object): void;
+  port(handle: object): number;
+  ignore(handle: object, port: number, types: number[]): void;
 }
 
 let addon: Addon | undefined;
@@ -19,6 +21,18 @@ export interface DatagramSocket {
   /** Sends one datagram of requests to the kernel, which handles them before this returns: 0, or the errno of a failed send. */
   send(datagram: Buffer): number;
   close(): void;
+  /** The port id the kernel gave the socket: the sender named in the notifications its requests cause. */
+  port?(): number;
+}
+
+/** A socket of weft's own over the native addon. */
+export interface NetlinkSocket extends DatagramSocket {
+  port(): number;
+  /**
+   * Has the kernel drop, before they are read, messages of these types (at most 8) sent on behalf
+   * of the socket with port id `port`: a listener's view without the echo of that socket's writes.
+   */
+  ignore(port: number, types: readonly number[]): void;
 }
 
 /**
@@ -30,7 +44,7 @@ export type DataListener = (chunk: Buffer | undefined, overflow: number) => void
 /** NETLINK_GENERIC: the families the kernel registers by name (WireGuard's among them). */
 export const NETLINK_GENERIC = 16;
 
-export function openNetlinkSocket(options: { groups?: readonly number[]; receiveBuffer?: number; protocol?: number }, onData: DataListener): DatagramSocket {
+export function openNetlinkSocket(options: { groups?: readonly number[]; receiveBuffer?: number; protocol?: number }, onData: DataListener): NetlinkSocket {
   addon ??= loadNativeAddon<Addon>('nl-socket', 'nl_socket');
   if (!addon) throw new WeftError(ErrorCodes.INTERNAL, 'the native addon native/nl-socket is not built: run make setup');
   const native = addon;
@@ -38,5 +52,7 @@ export function openNetlinkSocket(options: { groups?: readonly number[]; receive
   return {
     send: (datagram) => native.send(handle, datagram),
     close: () => native.close(handle),
+    port: () => native.port(handle),
+    ignore: (port, types) => native.ignore(handle, port, [...types]),
   };
 }

@@ -154,6 +154,11 @@ export class RtChannel {
     return result;
   }
 
+  /** The socket's port id, where the socket has one (a test's fake kernel may not). */
+  port(): number | undefined {
+    return this.#socket.port?.();
+  }
+
   close(): void {
     this.#closed = true;
     for (const w of this.#queue.splice(0)) w.reject(new KernelError(w.what(), 'EBADF'));

@@ -67,6 +67,16 @@ test('links, addresses, routes, neighbours, FDB and change notifications through
   ]) {
     assert.ok(changes.includes(entry), `${entry} in\n${changes.join('\n')}`);
   }
+  // The adapter itself does not hear the echo of its own route and neighbour writes (the kernel
+  // drops it), and does hear another program's.
+  const own = out['ownChanges'] as string[];
+  for (const entry of ['neigh+ 198.18.9.0 0e:2a:00:00:00:09', 'route+ 198.18.9.0/24 198.18.9.0 unicast table 254', 'route- 198.18.9.0/24 198.18.9.0 unicast table 254']) {
+    assert.ok(own.includes(entry), `${entry} in\n${own.join('\n')}`);
+  }
+  for (const entry of ['neigh+ 198.18.2.0 0e:2a:00:00:00:03', 'route+ 198.18.3.0/24 203.0.113.3 unicast table 254', 'route- 198.18.3.0/24 203.0.113.3 unicast table 254', 'route+ 198.18.1.0/24 - blackhole table 254']) {
+    assert.ok(!own.includes(entry), `${entry} not in\n${own.join('\n')}`);
+    assert.ok(changes.includes(entry), `${entry} in\n${changes.join('\n')}`);
+  }
 
   // What iproute2 sees, independently of the adapter.
   const [link] = await ipJson<Array<{ linkinfo: { info_kind: string; info_data: Record<string, unknown> } }>>(ns, ['-d', 'link', 'show', 'flannel.7']);
