@@ -158,9 +158,11 @@ export class Reconciler {
     };
     const monitor = (async () => {
       try {
-        for await (const changes of this.#nl.subscribe(signal)) {
-          if (!this.#synced) continue; // the first reconcile lists everything anyway
-          if (changes.some((c) => this.#departs(c))) kick();
+        // The first reconcile lists everything anyway; after it, only departures are kept (the
+        // echo of a pass's writes is dropped as it is read, not queued).
+        const departs = (c: NetlinkChange): boolean => this.#synced && this.#departs(c);
+        for await (const changes of this.#nl.subscribe(signal, departs)) {
+          if (changes.some(departs)) kick();
         }
       } catch (err) {
         if (!signal.aborted) this.#log.error({ err }, 'netlink monitor failed; relying on the periodic reconcile');

@@ -6,6 +6,10 @@ import { isWeftError } from '../core/errors.js';
 test('compactJson removes whitespace outside strings only', () => {
   assert.equal(compactJson(' { "a" : [ 1 , 2 ],\n "b c":"x y\\" z" } '), '{"a":[1,2],"b c":"x y\\" z"}');
   assert.throws(() => compactJson('{'), SyntaxError);
+  // Compact text comes back as it is, whitespace inside its strings too.
+  assert.equal(compactJson('{"a":[1,2],"b":"x y"}'), '{"a":[1,2],"b":"x y"}');
+  assert.equal(compactJson('{"b":"x\\ty"}\n'), '{"b":"x\\ty"}');
+  assert.throws(() => compactJson('{"a":1} x'), SyntaxError);
 });
 
 test('rawMembers keeps every value as written', () => {

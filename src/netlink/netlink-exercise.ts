@@ -25,13 +25,15 @@ const nl = new RtNetlink();
 const watcher = new RtNetlink();
 const out: Record<string, unknown> = {};
 const ctl = new AbortController();
-const watch = (adapter: RtNetlink, into: string[]): Promise<void> => (async () => {
-  for await (const batch of adapter.subscribe(ctl.signal)) for (const c of batch) into.push(c.kind === 'unparsed' || c.kind === 'overflow' ? c.kind : `${c.kind}${c.deleted ? '-' : '+'}`, ...describe(c));
+const watch = (adapter: RtNetlink, into: string[], keep?: (c: NetlinkChange) => boolean): Promise<void> => (async () => {
+  for await (const batch of adapter.subscribe(ctl.signal, keep)) for (const c of batch) into.push(c.kind === 'unparsed' || c.kind === 'overflow' ? c.kind : `${c.kind}${c.deleted ? '-' : '+'}`, ...describe(c));
 })();
 const changes: string[] = [];
 /** What `nl` hears: not the echo of its own route and neighbour writes. */
 const ownChanges: string[] = [];
-const watching = Promise.all([watch(watcher, changes), watch(nl, ownChanges)]);
+/** What a listener that keeps only route changes is given. */
+const routeChanges: string[] = [];
+const watching = Promise.all([watch(watcher, changes), watch(nl, ownChanges), watch(watcher, routeChanges, (c) => c.kind === 'route')]);
 await new Promise((r) => setTimeout(r, 100));
 
 const eth = (await nl.linkByName('eth0'))!;
@@ -106,6 +108,7 @@ ctl.abort();
 await watching;
 out['changes'] = [...new Set(changes)].sort();
 out['ownChanges'] = [...new Set(ownChanges)].sort();
+out['routeChanges'] = [...new Set(routeChanges)].sort();
 nl.close();
 watcher.close();
 process.stdout.write(JSON.stringify(out, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) + '\n');

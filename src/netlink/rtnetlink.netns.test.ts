@@ -67,6 +67,10 @@ test('links, addresses, routes, neighbours, FDB and change notifications through
   ]) {
     assert.ok(changes.includes(entry), `${entry} in\n${changes.join('\n')}`);
   }
+  // A listener's `keep` is asked as changes are read: only what it keeps is handed over.
+  const routesOnly = out['routeChanges'] as string[];
+  assert.ok(routesOnly.includes('route+ 198.18.3.0/24 203.0.113.3 unicast table 254'), routesOnly.join('\n'));
+  assert.deepEqual(routesOnly.filter((c) => !c.startsWith('route')), []);
   // The adapter itself does not hear the echo of its own route and neighbour writes (the kernel
   // drops it), and does hear another program's.
   const own = out['ownChanges'] as string[];

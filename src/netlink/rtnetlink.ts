@@ -171,7 +171,7 @@ export class RtNetlink implements Netlink {
     return this.#channel.write(encodeFdb(RTM.DELNEIGH, 0, entry), () => `delete fdb entry ${entry.mac} on link ${entry.index}`, true);
   }
 
-  async *subscribe(signal: AbortSignal): AsyncGenerator<NetlinkChange[]> {
+  async *subscribe(signal: AbortSignal, keep?: (change: NetlinkChange) => boolean): AsyncGenerator<NetlinkChange[]> {
     const queue = new AsyncQueue<NetlinkChange[]>();
     // Room for the echoes of a pass's writes, which the kernel sends all at once; an overflow
     // (ENOBUFS: notifications dropped, so anything may have changed unannounced) is reported.
@@ -180,7 +180,7 @@ export class RtNetlink implements Netlink {
       if (chunk) {
         for (const m of splitMessages(chunk)) {
           const change = decodeChange(m);
-          if (change) changes.push(change);
+          if (change && (!keep || keep(change))) changes.push(change);
         }
       }
       if (overflow) changes.push({ kind: 'overflow', errno: errnoName(overflow) });

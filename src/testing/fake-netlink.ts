@@ -28,7 +28,8 @@ export class FakeNetlink implements Netlink {
   /** Every write the code under test made, in order, e.g. `replaceFdb 7 0e:..`. */
   readonly writes: string[] = [];
   readonly #failing = new Map<Op, number>();
-  readonly #subscribers = new Set<AsyncQueue<NetlinkChange[]>>();
+  /** Each listener's queue and what it keeps (Netlink.subscribe's `keep`). */
+  readonly #subscribers = new Map<AsyncQueue<NetlinkChange[]>, (change: NetlinkChange) => boolean>();
   #nextIndex = 10;
 
   constructor(links: ReadonlyArray<Omit<LinkInfo, 'up'> & { up?: boolean }> = [{ index: 2, name: 'eth0', mtu: 1500 }]) {
@@ -48,7 +49,14 @@ export class FakeNetlink implements Netlink {
   }
 
   #notify(change: NetlinkChange): void {
-    for (const q of this.#subscribers) q.push([change]);
+    this.#deliver([change]);
+  }
+
+  #deliver(changes: NetlinkChange[]): void {
+    for (const [q, keep] of this.#subscribers) {
+      const kept = changes.filter(keep);
+      if (kept.length > 0) q.push(kept);
+    }
   }
 
   async links(): Promise<LinkInfo[]> {
@@ -179,9 +187,9 @@ export class FakeNetlink implements Netlink {
     this.kernel.deleteFdb(entry.index, entry.mac);
   }
 
-  async *subscribe(signal: AbortSignal): AsyncIterable<NetlinkChange[]> {
+  async *subscribe(signal: AbortSignal, keep: (change: NetlinkChange) => boolean = () => true): AsyncIterable<NetlinkChange[]> {
     const queue = new AsyncQueue<NetlinkChange[]>();
-    this.#subscribers.add(queue);
+    this.#subscribers.set(queue, keep);
     try {
       for (;;) yield await queue.next(signal);
     } catch (err) {
@@ -241,8 +249,6 @@ export class FakeNetlink implements Netlink {
     /** The notification socket's buffer overflowed: notifications were dropped. */
     overflowed: (): void => this.#notify({ kind: 'overflow', errno: 'ENOBUFS' }),
     /** Several notifications in one batch, as the kernel sends a burst; nothing changes. */
-    notifyBatch: (changes: NetlinkChange[]): void => {
-      for (const q of this.#subscribers) q.push(changes);
-    },
+    notifyBatch: (changes: NetlinkChange[]): void => this.#deliver(changes),
   };
 }

@@ -56,6 +56,11 @@ export interface EtcdClient {
    * at one pinned revision, so the result is one consistent snapshot without one huge response.
    */
   range(key: string, options: { prefix?: boolean; pageSize?: number; signal: AbortSignal }): Promise<RangeResult>;
+  /**
+   * The same read, a page at a time (each with the snapshot's revision): a reader that keeps
+   * something smaller than the key-values lets each page go before the next arrives.
+   */
+  rangePages(key: string, options: { prefix?: boolean; pageSize?: number; signal: AbortSignal }): AsyncGenerator<RangeResult>;
   txn(compare: readonly Compare[], success: readonly TxnOp[], signal: AbortSignal): Promise<TxnResult>;
   put(key: string, value: string, signal: AbortSignal): Promise<number>;
   deleteRange(key: string, options: { prefix?: boolean; signal: AbortSignal }): Promise<number>;

@@ -218,6 +218,12 @@ test('a large prefix is read in pages at one revision', { timeout: 60_000 }, asy
   assert.equal(res.kvs.length, 1200);
   assert.deepEqual(res.kvs.map((kv) => Number(kv.value)), Array.from({ length: 1200 }, (_, i) => i));
   assert.ok(res.revision > 0);
+  // The same read a page at a time, each page as etcd sent it, all at the one revision.
+  const pages: Array<{ revision: number; values: number[] }> = [];
+  for await (const page of client.rangePages('/page/', { prefix: true, pageSize: 500, signal: t5() })) pages.push({ revision: page.revision, values: page.kvs.map((kv) => Number(kv.value)) });
+  assert.deepEqual(pages.map((p) => p.values.length), [500, 500, 200]);
+  assert.deepEqual(pages.flatMap((p) => p.values), Array.from({ length: 1200 }, (_, i) => i));
+  assert.deepEqual(new Set(pages.map((p) => p.revision)), new Set([res.revision]));
 });
 
 test('a paged read reports the revision it was pinned to, not a later page\'s, even when etcd moves on between pages', { timeout: 60_000 }, async (t) => {

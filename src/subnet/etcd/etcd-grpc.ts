@@ -111,18 +111,27 @@ export class EtcdGrpc implements EtcdClient {
   }
 
   async range(key: string, options: { prefix?: boolean; pageSize?: number; signal: AbortSignal }): Promise<RangeResult> {
+    const kvs: KeyValue[] = [];
+    let revision = 0;
+    for await (const page of this.rangePages(key, options)) {
+      revision = page.revision;
+      for (const kv of page.kvs) kvs.push(kv);
+    }
+    return { revision, kvs };
+  }
+
+  async *rangePages(key: string, options: { prefix?: boolean; pageSize?: number; signal: AbortSignal }): AsyncGenerator<RangeResult> {
     const rangeEnd = options.prefix ? prefixRangeEnd(key) : undefined;
     const limit = options.prefix ? (options.pageSize ?? 500) : 0;
-    const kvs: KeyValue[] = [];
     let from: Buffer = Buffer.from(key, 'utf8');
     let revision = 0;
     for (;;) {
       const req = msg.encodeRange({ key: from, ...(rangeEnd ? { rangeEnd } : {}), limit, revision });
       const page = msg.decodeRange(await this.#unary(msg.EtcdMethods.range, req, options.signal, key));
       revision ||= page.revision;
-      for (const kv of page.kvs) kvs.push(kv);
+      yield { revision, kvs: page.kvs };
       const last = page.kvs[page.kvs.length - 1];
-      if (!page.more || !last) return { revision, kvs };
+      if (!page.more || !last) return;
       from = Buffer.concat([Buffer.from(last.key, 'utf8'), Buffer.from([0])]);
     }
   }
