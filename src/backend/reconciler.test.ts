@@ -1,5 +1,6 @@
 /** The reconciler's decisions against an in-memory kernel (testing/fake-netlink.ts) and kinds of its own. */
 import { type WeftEvents, subscribe } from '../core/events.js';
+import { ErrorCodes, WeftError } from '../core/errors.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCidr } from '../ip/cidr.js';
@@ -250,6 +251,28 @@ test('a kind of its own plugs in: its entries are put and removed per peer, and 
   events.push([{ type: 'removed', lease: lease(2) }]);
   await waitUntil('one peer left', () => applied.length === 3);
   assert.deepEqual(applied[2], ['198.18.3.0/24>203.0.113.3']);
+});
+
+test('a write that throws before it is sent (an entry its encoder refuses) fails like a refused one: counted, logged, retried; the other peers are written', async (t) => {
+  const applied: Array<string[]> = [];
+  const writes: string[] = [];
+  t.after(subscribe('kernel.write', (m) => writes.push(`${m.kind} ${m.op} ${m.ok}`)));
+  let refuse = true;
+  const kinds = (): EntryKind[] => {
+    const table = tableKind(applied);
+    const put = (e: { dst: string; to: string }): Promise<void> => {
+      if (refuse && e.to.endsWith('.3')) throw new WeftError(ErrorCodes.INTERNAL, 'refused by the encoder');
+      return table.put(e);
+    };
+    return [{ ...table, put } as EntryKind];
+  };
+  const tunnel = (l: Lease): PeerProgram => ({ families: [4], entries: { tunnel: [{ dst: `198.18.${third(l)}.0/24`, to: `203.0.113.${third(l)}` }] } });
+  const { log } = start(t, [lease(2), lease(3)], { kinds, program: tunnel, retry: { initialMs: 20, maxMs: 20 } });
+  await waitUntil('the failure is counted', () => writes.includes('tunnel replace false'));
+  assert.ok(writes.includes('tunnel replace true'), 'the other peer is written');
+  assert.ok(log.lines.some((l) => l.level === 'error' && JSON.stringify(l).includes('198.18.3.0')), 'logged with its lease');
+  refuse = false;
+  await waitUntil('retried after the pause, and written', () => applied.some((a) => a.includes('198.18.3.0/24>203.0.113.3')));
 });
 
 test('the node\'s own program is written with the first pass, kept like a peer\'s, and outlives every peer', async (t) => {

@@ -161,9 +161,7 @@ export class Reconciler {
         // The first reconcile lists everything anyway; after it, only departures are kept (the
         // echo of a pass's writes is dropped as it is read, not queued).
         const departs = (c: NetlinkChange): boolean => this.#synced && this.#departs(c);
-        for await (const changes of this.#nl.subscribe(signal, departs)) {
-          if (changes.some(departs)) kick();
-        }
+        for await (const changes of this.#nl.subscribe(signal, departs)) if (changes.length > 0) kick();
       } catch (err) {
         if (!signal.aborted) this.#log.error({ err }, 'netlink monitor failed; relying on the periodic reconcile');
       }
@@ -533,19 +531,28 @@ export class Reconciler {
     for (const kind of this.#kinds) kind.flush?.();
   }
 
-  /** One kernel write; a failure is logged and published, and makes the run loop retry later. */
-  async #try(kind: EntryKind, write: 'replace' | 'delete', subject: string, op: () => Promise<void>): Promise<boolean> {
-    try {
-      await op();
-      publish('kernel.write', { kind: kind.name, op: write, ok: true });
-      return true;
-    } catch (err) {
+  /**
+   * One kernel write; a failure is logged and published, and makes the run loop retry later.
+   * Not an async function: one promise a write fewer, of 15 000 at a start with 5000 peers.
+   */
+  #try(kind: EntryKind, write: 'replace' | 'delete', subject: string, op: () => Promise<void>): Promise<boolean> {
+    const failed = (err: unknown): boolean => {
       this.#log.error({ err, subject, detail: errorMessage(err) }, `failed to ${write} ${kind.name}`);
       publish('kernel.write', { kind: kind.name, op: write, ok: false });
       this.#writeFailed = true;
       this.#failedWrites++;
       return false;
+    };
+    let pending: Promise<void>;
+    try {
+      pending = op();
+    } catch (err) {
+      return Promise.resolve(failed(err));
     }
+    return pending.then(() => {
+      publish('kernel.write', { kind: kind.name, op: write, ok: true });
+      return true;
+    }, failed);
   }
 }
 

@@ -47,7 +47,17 @@ export interface WeftEvents {
 
 export type WeftTopic = keyof WeftEvents;
 
-const channel = (topic: WeftTopic): DiagnosticsChannel.Channel => dc.channel(`weft:${topic}`);
+/**
+ * Each topic's channel, looked up once: diagnostics_channel keeps channels by name in a map of weak
+ * references, and a kernel write publishes once per entry (15 000 at a start with 5000 peers).
+ * Held here, a channel lives as long as the process, as its subscribers' would anyway.
+ */
+const channels = new Map<WeftTopic, DiagnosticsChannel.Channel>();
+function channel(topic: WeftTopic): DiagnosticsChannel.Channel {
+  let ch = channels.get(topic);
+  if (!ch) channels.set(topic, (ch = dc.channel(`weft:${topic}`)));
+  return ch;
+}
 
 export function publish<K extends WeftTopic>(topic: K, message: WeftEvents[K]): void {
   const ch = channel(topic);

@@ -10,6 +10,7 @@ test('compactJson removes whitespace outside strings only', () => {
   assert.equal(compactJson('{"a":[1,2],"b":"x y"}'), '{"a":[1,2],"b":"x y"}');
   assert.equal(compactJson('{"b":"x\\ty"}\n'), '{"b":"x\\ty"}');
   assert.throws(() => compactJson('{"a":1} x'), SyntaxError);
+  assert.equal(compactJson('{\t"a" :\r\n[1,\t2]}'), '{"a":[1,2]}');
 });
 
 test('rawMembers keeps every value as written', () => {

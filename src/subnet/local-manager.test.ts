@@ -285,8 +285,22 @@ test('malformed lease JSON is skipped with one warning per version; a lease outs
   const skipped = reg.skippedEntries();
   assert.deepEqual(skipped.map((e) => e.key).sort(), [`${prefix}/subnets/198.18.200.0-24`, `${prefix}/subnets/not-a-subnet`]);
   assert.match(skipped.find((e) => e.key.endsWith('200.0-24'))!.reason, /invalid value/);
+  // A full listing (read a page at a time) keeps reporting what is still there.
+  const listed = await reg.getLeases({ signal: h.signal });
+  assert.ok(listed.leases.some((l) => formatSubnetPair(l.subnet) === '198.18.201.0/24'));
+  assert.deepEqual(reg.skippedEntries().map((e) => e.key).sort(), skipped.map((e) => e.key).sort());
   await h.etcd.admin.deleteRange(`${prefix}/subnets/198.18.200.0-24`, { signal: AbortSignal.timeout(5000) });
   await waitUntil('the deleted entry is no longer reported', () => reg.skippedEntries().length === 1);
+  // One deleted while no watch ran is dropped by the next full listing.
+  const quiet = h.registry(undefined, recordingLogger());
+  await quiet.getLeases({ signal: h.signal });
+  assert.deepEqual(quiet.skippedEntries().map((e) => e.key), [`${prefix}/subnets/not-a-subnet`]);
+  // A read of one lease says nothing about the others.
+  await quiet.getLeases({ subnet: listed.leases[0]!.subnet, signal: h.signal });
+  assert.deepEqual(quiet.skippedEntries().map((e) => e.key), [`${prefix}/subnets/not-a-subnet`]);
+  await h.etcd.admin.deleteRange(`${prefix}/subnets/not-a-subnet`, { signal: AbortSignal.timeout(5000) });
+  await quiet.getLeases({ signal: h.signal });
+  assert.deepEqual(quiet.skippedEntries(), []);
 });
 
 test('etcd unreachable while acquiring: the manager waits it out instead of failing', { timeout: 60_000 }, async (t) => {
