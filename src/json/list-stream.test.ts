@@ -86,3 +86,12 @@ test('truncated or malformed lists are errors; an element may not exceed the bou
   const stream = new ListStream(() => undefined, { maxValueBytes: 10 });
   assert.throws(() => stream.write(Buffer.from('{"items":[{"a":"0123456789abcdef"')), ListStreamError);
 });
+
+test('each top-level member but the items is heard as soon as it is parsed, before the items that follow', () => {
+  const heard: string[] = [];
+  const list = new ListStream((item) => heard.push(`item ${(item as { n: number }).n}`), { onMember: (name, value) => heard.push(`${name} ${JSON.stringify(value)}`) });
+  const text = '{"kind":"NodeList","metadata":{"continue":"abc"},"count":3,"items":[{"n":1},{"n":2}],"after":null}';
+  for (let i = 0; i < text.length; i += 7) list.write(Buffer.from(text.slice(i, i + 7)));
+  assert.deepEqual(heard, ['kind "NodeList"', 'metadata {"continue":"abc"}', 'count 3', 'item 1', 'item 2', 'after null']);
+  assert.deepEqual(list.end().members, { kind: 'NodeList', metadata: { continue: 'abc' }, count: 3, after: null });
+});

@@ -46,6 +46,7 @@ function isSpace(b: number): boolean {
  */
 export class ListStream {
   readonly #onItem: (item: unknown) => void;
+  readonly #onMember: ((name: string, value: unknown) => void) | undefined;
   readonly #maxValueBytes: number;
   readonly #members: Record<string, unknown> = {};
   #items = 0;
@@ -63,8 +64,10 @@ export class ListStream {
   /** The capture ends at the close that brings #depth back to this; -1: a string; -2: a scalar. */
   #endDepth = 0;
 
-  constructor(onItem: (item: unknown) => void, options: { maxValueBytes?: number } = {}) {
+  /** `onMember` hears each top-level member but `items` as soon as it is parsed (`metadata` comes before the items). */
+  constructor(onItem: (item: unknown) => void, options: { maxValueBytes?: number; onMember?: (name: string, value: unknown) => void } = {}) {
     this.#onItem = onItem;
+    this.#onMember = options.onMember;
     this.#maxValueBytes = options.maxValueBytes ?? 16 * 2 ** 20;
   }
 
@@ -145,7 +148,7 @@ export class ListStream {
     if (this.#top === 'value' && this.#endDepth === -2 && this.#pieces) {
       // A scalar member (number, true, false, null) ends at the next comma or brace.
       if (b !== COMMA && b !== CLOSE_OBJECT) return;
-      this.#members[this.#member] = JSON.parse(this.#take(chunk, i));
+      this.#setMember(JSON.parse(this.#take(chunk, i)));
       this.#top = 'after-value';
     }
     if (isSpace(b)) return;
@@ -218,7 +221,7 @@ export class ListStream {
         this.#items++;
         this.#onItem(value);
       } else {
-        this.#members[this.#member] = value;
+        this.#setMember(value);
         this.#top = 'after-value';
       }
     } else if (this.#top === 'items' && this.#depth === 0) {
@@ -246,9 +249,15 @@ export class ListStream {
       this.#member = JSON.parse(text) as string;
       this.#top = 'colon';
     } else {
-      this.#members[this.#member] = JSON.parse(text);
+      this.#setMember(JSON.parse(text));
       this.#top = 'after-value';
     }
+  }
+
+  /** A top-level member's value, parsed. */
+  #setMember(value: unknown): void {
+    this.#members[this.#member] = value;
+    this.#onMember?.(this.#member, value);
   }
 
   #capture(start: number, endDepth: number): void {

@@ -139,12 +139,16 @@ test('a continue token that expires mid-list falls back to one unpaged list', as
   const ctl = new AbortController();
   t.after(() => ctl.abort());
   const client = f.client({ log });
-  // Compact after the first page, as etcd's compaction would between two pages.
+  // Compact after the first page, as etcd's compaction would between two pages (as the second
+  // is asked for, which may be while the first is still arriving).
+  let compacted = false;
   const api = {
     list: async (...args: Parameters<typeof client.list>) => {
-      const page = await client.list(...args);
-      if (!args[1].continue) f.server.compact();
-      return page;
+      if (args[1].continue && !compacted) {
+        compacted = true;
+        f.server.compact();
+      }
+      return client.list(...args);
     },
     watch: client.watch.bind(client),
     lastAlive: () => client.lastAlive(),
@@ -154,6 +158,41 @@ test('a continue token that expires mid-list falls back to one unpaged list', as
   await informer.whenSynced(ctl.signal);
   assert.equal(informer.size, 5);
   assert.ok(log.lines.some((l) => l.msg === 'node list: the continue token expired; listing again in one piece'));
+});
+
+test('pages are asked for one ahead: the next goes out as soon as a page names it, before that page is in', async (t) => {
+  const f = await startKubeFixture(t, { pageCap: 2 });
+  addNodes(f, 7);
+  const log = recordingLogger();
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const client = f.client({ log });
+  const order: string[] = [];
+  let asked = 0;
+  let inFlight = 0;
+  let most = 0;
+  const api = {
+    list: async (...args: Parameters<typeof client.list>) => {
+      const n = ++asked;
+      order.push(`ask ${n}`);
+      most = Math.max(most, ++inFlight);
+      try {
+        return await client.list(...args);
+      } finally {
+        inFlight--;
+        order.push(`got ${n}`);
+      }
+    },
+    watch: client.watch.bind(client),
+    lastAlive: () => client.lastAlive(),
+  };
+  const informer = new Informer({ api, path: '/api/v1/nodes', decoder: new NodeRecords(P), what: 'node', log });
+  void informer.run(ctl.signal);
+  await informer.whenSynced(ctl.signal);
+  assert.equal(informer.size, 7);
+  assert.equal(asked, 4, 'four pages of two, no more');
+  assert.equal(most, 2, 'one page ahead, never more');
+  for (let n = 2; n <= 4; n++) assert.ok(order.indexOf(`ask ${n}`) < order.indexOf(`got ${n - 1}`), `page ${n} asked for before page ${n - 1} was in: ${order.join(', ')}`);
 });
 
 test('a clean end of the watch (its timeoutSeconds) resumes from the last resourceVersion without a list', async (t) => {

@@ -66,6 +66,11 @@ export interface ListOptions {
   readonly signal: AbortSignal;
   /** Each object of the page, parsed, as soon as it is in (the page is never held whole). */
   readonly onItem: (object: unknown) => void;
+  /**
+   * The next page's continue token, as soon as the page's metadata is in (before its items), so
+   * that the next page can be asked for while this one arrives. Not called on the last page.
+   */
+  readonly onContinue?: (token: string) => void;
 }
 
 export type WatchEvent =
@@ -135,7 +140,11 @@ export class KubeClient implements ResourceApi {
     if (query.limit) params['limit'] = String(query.limit);
     if (query.resourceVersion !== undefined && query.resourceVersion !== '') params['resourceVersion'] = query.resourceVersion;
     const path = `${apiPath(collection)}${queryString(params)}`;
-    const list = new ListStream(options.onItem);
+    const onContinue = options.onContinue;
+    const list = new ListStream(options.onItem, onContinue ? { onMember: (name, value) => {
+      const token = name === 'metadata' && isObject(value) ? value['continue'] : undefined;
+      if (typeof token === 'string' && token !== '') onContinue(token);
+    } } : {});
     await this.#exchange('GET', path, { signal: options.signal, maxBytes: maxListBytes, onChunk: (chunk) => list.write(chunk) });
     const meta = list.end().members['metadata'];
     const rv = isObject(meta) ? meta['resourceVersion'] : undefined;
