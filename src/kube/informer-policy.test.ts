@@ -521,3 +521,95 @@ test('a paged list asks for one page ahead, never more: the page asked for ahead
   await informer.whenSynced(AbortSignal.timeout(5000));
   assert.deepEqual(['1', '2', '3', '4', '5'].map((n) => informer.get(`thing-${n}`)?.value), ['1', '2', '3', '4', '5']);
 });
+
+/** Pages 1..`count` that name their next (their metadata) and end (their items) when the test says. */
+function heldPages(count: number) {
+  const asked: string[] = [];
+  const signals = new Map<string, AbortSignal>();
+  /** Whether every page list in flight was stopped when the list in one piece was asked for. */
+  let stoppedBeforeWhole: boolean | undefined;
+  const head = new Map<string, () => void>();
+  const body = new Map<string, { resolve(): void; reject(err: Error): void }>();
+  const api = {
+    async list(_path: string, query: ListQuery, options: { signal: AbortSignal; onItem: (o: unknown) => void; onContinue?: (token: string) => void }): Promise<{ resourceVersion: string; continue?: string }> {
+      const n = query.continue ? Number(query.continue) : query.limit ? 1 : 0;
+      asked.push(String(n));
+      signals.set(String(n), options.signal);
+      if (n === 0) {
+        // The list in one piece, after a continue token expired.
+        stoppedBeforeWhole = [...signals].every(([k, sig]) => k === '0' || k === '1' || sig.aborted);
+        for (let i = 1; i <= count; i++) options.onItem({ metadata: { name: `thing-${i}` }, value: 'whole' });
+        return { resourceVersion: '20' };
+      }
+      const next = n < count ? String(n + 1) : undefined;
+      head.set(String(n), () => next && options.onContinue?.(next));
+      await new Promise<void>((resolve, reject) => {
+        body.set(String(n), { resolve, reject });
+        options.signal.addEventListener('abort', () => reject(options.signal.reason as Error), { once: true });
+      });
+      options.onItem({ metadata: { name: `thing-${n}` }, value: String(n) });
+      return { resourceVersion: '10', ...(next ? { continue: next } : {}) };
+    },
+    watch: async () => (async function* () {})(),
+    lastAlive: () => 0,
+  } satisfies ResourceApi;
+  return { api, asked, signals, stoppedBeforeWhole: () => stoppedBeforeWhole, head: (n: number) => head.get(String(n))!(), end: (n: number) => body.get(String(n))!.resolve(), fail: (n: number, err: Error) => body.get(String(n))!.reject(err) };
+}
+
+test('a page that names its next only once it is being read asks for it then, not when it is done', async (t) => {
+  const clock = new ManualClock();
+  const pages = heldPages(3);
+  const { informer } = run(t, pages.api, clock);
+  await settle();
+  pages.head(1);
+  await settle();
+  assert.deepEqual(pages.asked, ['1', '2']);
+  pages.end(1);
+  await settle();
+  assert.deepEqual(pages.asked, ['1', '2'], 'page 2 has not named page 3 yet');
+  pages.head(2);
+  await settle();
+  assert.deepEqual(pages.asked, ['1', '2', '3'], 'asked for as page 2 names it, while page 2 is read');
+  pages.end(2);
+  pages.head(3);
+  pages.end(3);
+  await informer.whenSynced(AbortSignal.timeout(5000));
+  assert.deepEqual([1, 2, 3].map((n) => informer.get(`thing-${n}`)?.value), ['1', '2', '3']);
+});
+
+test('a continue token that expires while the next page is already asked for: that page is stopped, the list made in one piece', async (t) => {
+  const clock = new ManualClock();
+  const pages = heldPages(3);
+  const { informer, log } = run(t, pages.api, clock);
+  await settle();
+  pages.head(1);
+  pages.end(1);
+  await settle();
+  pages.head(2);
+  await settle();
+  assert.deepEqual(pages.asked, ['1', '2', '3']);
+  pages.fail(2, new KubeApiError({ status: 410, reason: 'Expired', message: 'continue token too old' }));
+  await informer.whenSynced(AbortSignal.timeout(5000));
+  assert.equal(pages.stoppedBeforeWhole(), true, 'the page asked for ahead is stopped before the list in one piece');
+  assert.deepEqual(pages.asked, ['1', '2', '3', '0']);
+  assert.deepEqual([1, 2, 3].map((n) => informer.get(`thing-${n}`)?.value), ['whole', 'whole', 'whole']);
+  assert.ok(log.lines.some((l) => l.msg === 'thing list: the continue token expired; listing again in one piece'));
+});
+
+test('a list that fails while the next page is asked for stops that page too', async (t) => {
+  const clock = new ManualClock();
+  const pages = heldPages(3);
+  run(t, pages.api, clock);
+  await settle();
+  pages.head(1);
+  pages.end(1);
+  await settle();
+  pages.head(2);
+  await settle();
+  assert.deepEqual(pages.asked, ['1', '2', '3']);
+  assert.equal(pages.signals.get('3')?.aborted, false);
+  pages.fail(2, new WeftError(ErrorCodes.UNAVAILABLE, 'connection reset'));
+  await settle();
+  assert.equal(pages.signals.get('3')?.aborted, true);
+});
+

@@ -263,23 +263,24 @@ export class Informer<R> {
       const record = this.#record(item);
       if (record) map.set(this.#decoder.key(record), record);
     };
-    interface Request { readonly token: string; page: Promise<ListPage>; reading: boolean; next?: string }
+    /** A page asked for: whether it is the one being read, and the next one's token once it names it. */
+    interface Request { readonly token: string; readonly page: Promise<ListPage>; readonly state: { reading: boolean; next?: string } }
     let ahead: Request | undefined;
     const request = (token: string): Request => {
-      const r: Request = { token, page: Promise.resolve({ resourceVersion: '' }), reading: false };
+      const state: Request['state'] = { reading: false };
       const onContinue = (next: string): void => {
-        r.next = next;
-        if (r.reading) ahead = request(next);
+        state.next = next;
+        if (state.reading) ahead = request(next);
       };
-      r.page = this.#api.list(this.#path, { ...this.#selectors, continue: token, limit: this.#pageSize }, { signal: listing, onItem: into(fresh), onContinue });
-      r.page.catch(() => undefined); // awaited when its turn comes; until then its failure is not unhandled
-      return r;
+      const page = this.#api.list(this.#path, { ...this.#selectors, continue: token, limit: this.#pageSize }, { signal: listing, onItem: into(fresh), onContinue });
+      page.catch(() => undefined); // awaited when its turn comes; until then its failure is not unhandled
+      return { token, page, state };
     };
     /** The page `token` names, now the one being read: asked for already, or now. */
     const reading = (token: string): Request => {
       const r = ahead?.token === token ? ahead : request(token);
-      r.reading = true;
-      if (r.next !== undefined && ahead?.token !== r.next) ahead = request(r.next);
+      r.state.reading = true;
+      if (r.state.next !== undefined) ahead = request(r.state.next);
       return r;
     };
     try {
