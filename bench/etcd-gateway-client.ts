@@ -102,15 +102,15 @@ export class EtcdGateway implements EtcdClient {
     this.#credentials = options.username ? { name: options.username, password: options.password ?? '' } : undefined;
   }
 
-  /**
-   * Reads `key`, or every key under the prefix. Large prefixes are read in pages of `pageSize`
-   * at one pinned revision, so the result is one consistent snapshot without one huge response.
-   */
   /** One page: the whole range (the bench compares clients on whole listings). */
   async *rangePages(key: string, options: { prefix?: boolean; pageSize?: number; signal: AbortSignal }): AsyncGenerator<RangeResult> {
     yield await this.range(key, options);
   }
 
+  /**
+   * Reads `key`, or every key under the prefix. Large prefixes are read in pages of `pageSize`
+   * at one pinned revision, so the result is one consistent snapshot without one huge response.
+   */
   async range(key: string, options: { prefix?: boolean; pageSize?: number; signal: AbortSignal }): Promise<RangeResult> {
     const end = options.prefix ? b64(prefixRangeEnd(key)) : undefined;
     const limit = options.prefix ? (options.pageSize ?? 500) : 0;

@@ -248,8 +248,10 @@ static napi_value ignore_echoes(napi_env env, napi_callback_info info) {
   for (uint32_t i = 0; i < ntypes; i++) {
     napi_value v;
     uint32_t type = 0;
-    napi_get_element(env, argv[2], i, &v);
-    napi_get_value_uint32(env, v, &type);
+    if (napi_get_element(env, argv[2], i, &v) != napi_ok || napi_get_value_uint32(env, v, &type) != napi_ok || type > 0xffff) {
+      napi_throw_type_error(env, NULL, "ignore(handle, port: number, types: number[1..8]): a type is not a 16-bit number");
+      return NULL;
+    }
     /* A match jumps to the port check, past the other types and the accept below them. */
     code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ntohs((uint16_t)type), (uint8_t)(ntypes - i), 0);
   }

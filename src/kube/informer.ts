@@ -264,10 +264,10 @@ export class Informer<R> {
       if (record) map.set(this.#decoder.key(record), record);
     };
     /** A page asked for: whether it is the one being read, and the next one's token once it names it. */
-    interface Request { readonly token: string; readonly page: Promise<ListPage>; readonly state: { reading: boolean; next?: string } }
-    let ahead: Request | undefined;
-    const request = (token: string): Request => {
-      const state: Request['state'] = { reading: false };
+    interface PageRequest { readonly token: string; readonly page: Promise<ListPage>; readonly state: { reading: boolean; next?: string } }
+    let ahead: PageRequest | undefined;
+    const request = (token: string): PageRequest => {
+      const state: PageRequest['state'] = { reading: false };
       const onContinue = (next: string): void => {
         state.next = next;
         if (state.reading) ahead = request(next);
@@ -277,7 +277,7 @@ export class Informer<R> {
       return { token, page, state };
     };
     /** The page `token` names, now the one being read: asked for already, or now. */
-    const reading = (token: string): Request => {
+    const reading = (token: string): PageRequest => {
       const r = ahead?.token === token ? ahead : request(token);
       r.state.reading = true;
       if (r.state.next !== undefined) ahead = request(r.state.next);

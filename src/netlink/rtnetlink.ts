@@ -27,11 +27,11 @@ const RTPROT_UNSPEC = 0;
 /** RTNLGRP_LINK, _NEIGH, _IPV4_IFADDR, _IPV4_ROUTE, _IPV6_IFADDR, _IPV6_ROUTE. */
 const MONITOR_GROUPS = [1, 3, 5, 7, 9, 11];
 /**
- * Notifications that carry the writer's port id when they echo a request (RTM_NEWROUTE,
- * RTM_DELROUTE, RTM_NEWNEIGH; the kernel sends RTM_DELNEIGH and every FDB notification with port 0,
- * and these pass). Links and addresses are few and are left to the listener.
+ * Notifications that carry the writer's port id when they echo a request: RTM_NEWROUTE,
+ * RTM_DELROUTE, RTM_NEWNEIGH. The kernel sends RTM_DELNEIGH and every FDB notification with port
+ * 0, so those always pass. Links and addresses are few and are left to the listener.
  */
-const ECHOED = [RTM.NEWROUTE, RTM.DELROUTE, RTM.NEWNEIGH, RTM.DELNEIGH];
+const ECHOED = [RTM.NEWROUTE, RTM.DELROUTE, RTM.NEWNEIGH];
 /**
  * Socket receive buffers. The monitor's holds the notifications of about 10 000 kernel writes
  * made at once; the channel's, the answers to one batch and a dump's parts.
@@ -175,24 +175,41 @@ export class RtNetlink implements Netlink {
     const queue = new AsyncQueue<NetlinkChange[]>();
     // Room for the echoes of a pass's writes, which the kernel sends all at once; an overflow
     // (ENOBUFS: notifications dropped, so anything may have changed unannounced) is reported.
+    // This runs in the native socket's callback, where a throw would end the process: a change
+    // that `keep` cannot judge is kept, and the listener compares everything.
+    const kept = (change: NetlinkChange): boolean => {
+      try {
+        return !keep || keep(change);
+      } catch {
+        return true;
+      }
+    };
     const mon = openNetlinkSocket({ groups: MONITOR_GROUPS, receiveBuffer: MONITOR_BUFFER }, (chunk, overflow) => {
       const changes: NetlinkChange[] = [];
       if (chunk) {
         for (const m of splitMessages(chunk)) {
           const change = decodeChange(m);
-          if (change && (!keep || keep(change))) changes.push(change);
+          if (change && kept(change)) changes.push(change);
         }
       }
-      if (overflow) changes.push({ kind: 'overflow', errno: errnoName(overflow) });
+      const lost: NetlinkChange | undefined = overflow ? { kind: 'overflow', errno: errnoName(overflow) } : undefined;
+      if (lost && kept(lost)) changes.push(lost);
       if (changes.length > 0) queue.push(changes);
     });
-    // The echo of this adapter's own route and neighbour writes is what it asked for: the kernel
-    // drops it rather than copy it out for the listener to decode and compare (10 000 of the 15 000
-    // notifications of a start with 5000 vxlan peers). Another program's changes, and the kernel's
-    // own (a device gone takes its routes), still arrive.
-    const own = this.#channel.port();
-    if (own !== undefined) mon.ignore(own, ECHOED);
     try {
+      // The echo of this adapter's own route and neighbour writes is what it asked for: the kernel
+      // drops it rather than copy it out for the listener to decode and compare (10 000 of the 15 000
+      // notifications of a start with 5000 vxlan peers). Another program's changes, and the kernel's
+      // own (a device gone takes its routes), still arrive. The filter only saves work: a listener
+      // tells echoes from drift anyway, so one the kernel refuses (no socket filters) is done without.
+      const own = this.#channel.port();
+      if (own !== undefined) {
+        try {
+          mon.ignore(own, ECHOED);
+        } catch {
+          // As above: every echo then reaches the listener, which compares it.
+        }
+      }
       for (;;) yield await queue.next(signal);
     } catch (err) {
       if (!signal.aborted) throw err;
