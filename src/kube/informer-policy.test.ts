@@ -487,41 +487,6 @@ test('a stop while listing ends run quietly, not as a failure', async () => {
   assert.deepEqual(restarts, []);
 });
 
-test('a paged list asks for one page ahead, never more: the page asked for ahead asks for its own next only when it is read', async (t) => {
-  const clock = new ManualClock();
-  const asked: string[] = [];
-  const release = new Map<string, () => void>();
-  // Five pages; each names the next at once (as a page's metadata comes before its items) and
-  // is complete only when the test says.
-  const api = {
-    async list(_path: string, query: ListQuery, options: { signal: AbortSignal; onItem: (o: unknown) => void; onContinue?: (token: string) => void }): Promise<{ resourceVersion: string; continue?: string }> {
-      const n = query.continue ? Number(query.continue) : 1;
-      asked.push(String(n));
-      const next = n < 5 ? String(n + 1) : undefined;
-      if (next) options.onContinue?.(next);
-      await new Promise<void>((resolve, reject) => {
-        release.set(String(n), resolve);
-        options.signal.addEventListener('abort', () => reject(options.signal.reason as Error), { once: true });
-      });
-      options.onItem({ metadata: { name: `thing-${n}` }, value: String(n) });
-      return { resourceVersion: '10', ...(next ? { continue: next } : {}) };
-    },
-    watch: async () => (async function* () {})(),
-    lastAlive: () => 0,
-  } satisfies ResourceApi;
-  const { informer } = run(t, api, clock);
-  await settle();
-  assert.deepEqual(asked, ['1', '2'], 'the first page and the one it names');
-  for (let n = 1; n <= 4; n++) {
-    release.get(String(n))!();
-    await settle();
-    assert.deepEqual(asked, ['1', '2', '3', '4', '5'].slice(0, Math.min(n + 2, 5)), `page ${n} in: page ${n + 1} read, page ${n + 2} asked for`);
-  }
-  release.get('5')!();
-  await informer.whenSynced(AbortSignal.timeout(5000));
-  assert.deepEqual(['1', '2', '3', '4', '5'].map((n) => informer.get(`thing-${n}`)?.value), ['1', '2', '3', '4', '5']);
-});
-
 /** Pages 1..`count` that name their next (their metadata) and end (their items) when the test says. */
 function heldPages(count: number) {
   const asked: string[] = [];
@@ -555,6 +520,27 @@ function heldPages(count: number) {
   } satisfies ResourceApi;
   return { api, asked, signals, stoppedBeforeWhole: () => stoppedBeforeWhole, head: (n: number) => head.get(String(n))!(), end: (n: number) => body.get(String(n))!.resolve(), fail: (n: number, err: Error) => body.get(String(n))!.reject(err) };
 }
+
+test('a paged list asks for one page ahead, never more: the page asked for ahead asks for its own next only when it is read', async (t) => {
+  const clock = new ManualClock();
+  const pages = heldPages(5);
+  const { informer } = run(t, pages.api, clock);
+  await settle();
+  pages.head(1);
+  await settle();
+  pages.head(2);
+  await settle();
+  assert.deepEqual(pages.asked, ['1', '2'], 'the first page and the one it names; page 2 names page 3, which waits');
+  for (let n = 1; n <= 4; n++) {
+    pages.end(n);
+    await settle();
+    assert.deepEqual(pages.asked, ['1', '2', '3', '4', '5'].slice(0, Math.min(n + 2, 5)), `page ${n} in: page ${n + 1} read, page ${n + 2} asked for`);
+    if (n + 2 <= 5) pages.head(n + 2);
+  }
+  pages.end(5);
+  await informer.whenSynced(AbortSignal.timeout(5000));
+  assert.deepEqual(['1', '2', '3', '4', '5'].map((n) => informer.get(`thing-${n}`)?.value), ['1', '2', '3', '4', '5']);
+});
 
 test('a page that names its next only once it is being read asks for it then, not when it is done', async (t) => {
   const clock = new ManualClock();
