@@ -159,9 +159,10 @@ export class Reconciler {
     const monitor = (async () => {
       try {
         // The first reconcile lists everything anyway; after it, only departures are kept (the
-        // echo of a pass's writes is dropped as it is read, not queued).
+        // echo of a pass's writes is dropped as it is read, not queued): every batch is a kick.
         const departs = (c: NetlinkChange): boolean => this.#synced && this.#departs(c);
-        for await (const changes of this.#nl.subscribe(signal, departs)) if (changes.length > 0) kick();
+        const kept = this.#nl.subscribe(signal, departs)[Symbol.asyncIterator]();
+        while (!(await kept.next()).done) kick();
       } catch (err) {
         if (!signal.aborted) this.#log.error({ err }, 'netlink monitor failed; relying on the periodic reconcile');
       }

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { releaseCode, releaseMemory } from './memory.js';
+import { releaseCode, releaseMemory, releaseMemoryAtMostEvery } from './memory.js';
 
 const rssFileKb = (): number => Number(/RssFile:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
 
@@ -24,4 +24,20 @@ test('releasing code alone, as each step of start-up ends, unmaps executable fil
   releaseCode();
   assert.ok(rssFileKb() < before, 'file-backed resident memory went down');
   assert.equal(createHash('sha256').update('abc').digest('hex').slice(0, 8), 'ba7816bf');
+});
+
+test('a release asks V8 for the collection it makes under memory pressure; a recurring one at most once per interval', (t) => {
+  const holder = globalThis as { gc?: unknown };
+  const before = holder.gc;
+  const asked: unknown[] = [];
+  holder.gc = (options: unknown): void => void asked.push(options);
+  t.after(() => {
+    holder.gc = before;
+  });
+  releaseMemory();
+  assert.deepEqual(asked, [{ type: 'major', execution: 'sync', flavor: 'last-resort' }]);
+  releaseMemoryAtMostEvery(60_000);
+  assert.equal(asked.length, 1, 'not again within the interval');
+  releaseMemoryAtMostEvery(0);
+  assert.equal(asked.length, 2, 'again once the interval has passed');
 });

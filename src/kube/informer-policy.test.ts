@@ -563,10 +563,10 @@ test('a page that names its next only once it is being read asks for it then, no
   assert.deepEqual([1, 2, 3].map((n) => informer.get(`thing-${n}`)?.value), ['1', '2', '3']);
 });
 
-test('a continue token that expires while the next page is already asked for: that page is stopped, the list made in one piece', async (t) => {
-  const clock = new ManualClock();
+/** Three held pages, the first in, the second being read and the third asked for ahead. */
+async function secondPageReadThirdAhead(t: { after(fn: () => Promise<void>): void }) {
   const pages = heldPages(3);
-  const { informer, log } = run(t, pages.api, clock);
+  const { informer, log } = run(t, pages.api, new ManualClock());
   await settle();
   pages.head(1);
   pages.end(1);
@@ -574,6 +574,11 @@ test('a continue token that expires while the next page is already asked for: th
   pages.head(2);
   await settle();
   assert.deepEqual(pages.asked, ['1', '2', '3']);
+  return { pages, informer, log };
+}
+
+test('a continue token that expires while the next page is already asked for: that page is stopped, the list made in one piece', async (t) => {
+  const { pages, informer, log } = await secondPageReadThirdAhead(t);
   pages.fail(2, new KubeApiError({ status: 410, reason: 'Expired', message: 'continue token too old' }));
   await informer.whenSynced(AbortSignal.timeout(5000));
   assert.equal(pages.stoppedBeforeWhole(), true, 'the page asked for ahead is stopped before the list in one piece');
@@ -583,16 +588,7 @@ test('a continue token that expires while the next page is already asked for: th
 });
 
 test('a list that fails while the next page is asked for stops that page too', async (t) => {
-  const clock = new ManualClock();
-  const pages = heldPages(3);
-  run(t, pages.api, clock);
-  await settle();
-  pages.head(1);
-  pages.end(1);
-  await settle();
-  pages.head(2);
-  await settle();
-  assert.deepEqual(pages.asked, ['1', '2', '3']);
+  const { pages } = await secondPageReadThirdAhead(t);
   assert.equal(pages.signals.get('3')?.aborted, false);
   pages.fail(2, new WeftError(ErrorCodes.UNAVAILABLE, 'connection reset'));
   await settle();

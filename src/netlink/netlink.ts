@@ -205,9 +205,9 @@ export interface Netlink {
    * Kernel changes to links, addresses, routes and neighbours, until `signal` aborts. The echo of
    * the adapter's own writes may be left out (rtnetlink.ts leaves out its route and neighbour
    * writes'); a listener must still tell any it gets from drift. `keep`, when given, is asked
-   * about each change as it is read, and only those it keeps are queued: the echo of thousands
-   * of writes is then let go at once instead of waiting in the queue (and in memory) for the
-   * listener's turn.
+   * about each change as it is read, and only those it keeps are queued (no batch is empty): the
+   * echo of thousands of writes is then let go at once instead of waiting in the queue (and in
+   * memory) for the listener's turn.
    */
   subscribe(signal: AbortSignal, keep?: (change: NetlinkChange) => boolean): AsyncIterable<NetlinkChange[]>;
 
