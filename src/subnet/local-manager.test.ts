@@ -108,6 +108,34 @@ test('dual-stack leases use the & key and carry PublicIPv6', async (t) => {
   assert.equal(formatSubnetKey(again.subnet), key);
 });
 
+test('dual-stack: of two nodes that allocated one IPv6 subnet at once under two keys, the newer lease gives way and allocates again', async (t) => {
+  const h = await harness(t, '{"Network":"198.18.0.0/16","EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"host-gw"}}');
+  const reg = h.registry();
+  let rival: string | undefined;
+  // Another node writes its lease between this node's listing and its create: another IPv4
+  // subnet, the same IPv6 one (the create's guard is on the key, which differs).
+  const racing = new Proxy(reg, {
+    get(target, name, receiver) {
+      if (name === 'createLease') {
+        return async (subnet: SubnetPair, attrs: LeaseAttrs, options: { ttlSeconds: number; signal: AbortSignal }) => {
+          if (rival === undefined) {
+            rival = `198.18.250.0-24&${formatSubnetKey(subnet).split('&')[1]!}`;
+            await h.etcd.admin.put(`${prefix}/subnets/${rival}`, '{"PublicIP":"203.0.113.99","PublicIPv6":"2001:db8:113::99","BackendType":"host-gw"}', AbortSignal.timeout(5000));
+          }
+          return target.createLease(subnet, attrs, options);
+        };
+      }
+      const value: unknown = Reflect.get(target, name, receiver);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  const attrs = { publicIp: parseIp('203.0.113.8'), publicIpv6: parseIp('2001:db8:113::8'), backendType: 'host-gw' };
+  const lease = await h.manager({ registry: racing }).acquireLease(attrs, h.signal);
+  const keys = (await h.etcd.admin.range(`${prefix}/subnets/`, { prefix: true, signal: AbortSignal.timeout(5000) })).kvs.map((kv) => kv.key.slice(`${prefix}/subnets/`.length));
+  assert.deepEqual(keys.sort(), [formatSubnetKey(lease.subnet), rival!].sort(), 'the rival\'s lease and one of this node\'s, no more');
+  assert.notEqual(formatSubnetKey(lease.subnet).split('&')[1], rival!.split('&')[1], 'a different IPv6 subnet');
+});
+
 test('IPv6-only: leases keyed 0.0.0.0-0&..., found again by the public IPv6 (not by the shared 0.0.0.0, as flannel would)', async (t) => {
   const h = await harness(t, '{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"2001:db8:1800::/56","Backend":{"Type":"vxlan"}}');
   const attrs = (n: number): LeaseAttrs => ({ publicIp: parseIp('0.0.0.0'), publicIpv6: parseIp(`2001:db8:113::${n}`), backendType: 'vxlan', backendV6Data: `{"VNI":1,"VtepMAC":"0e:00:00:00:06:0${n}"}` });

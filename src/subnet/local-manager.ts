@@ -385,6 +385,12 @@ export class LocalManager implements SubnetManager {
       }
       try {
         const created = await this.#registry.createLease(subnet, attrs, { ttlSeconds: this.#ttlSeconds, signal });
+        if (await this.#claimedBefore(config, attrs, created, signal)) {
+          this.#log.info({ subnet: formatSubnetPair(created.subnet) }, 'an older lease holds part of this subnet (two nodes allocated at once); allocating again');
+          await this.#registry.deleteLease(created, signal);
+          await this.#clock.sleep(backoff.next(), signal);
+          continue;
+        }
         // This node's leases that no longer fit the config (a family added or dropped): gone
         // once the new one is written, so that its IPv4 subnet is never free in between.
         for (const old of mine) {
@@ -400,6 +406,22 @@ export class LocalManager implements SubnetManager {
       }
     }
     throw new WeftError(ErrorCodes.MAX_RETRIES, `max retries reached trying to acquire a subnet (${maxAcquireAttempts} attempts)`);
+  }
+
+  /**
+   * Whether another node's lease created before `created` overlaps it. A dual-stack key names both
+   * subnets and its create is guarded on that key only, so two nodes that listed before either
+   * wrote can take one IPv6 (or IPv4) subnet under two keys (seen in an end-to-end test with three
+   * nodes started together); flanneld's keys have the same gap. The newer lease gives way; the
+   * older one's node, checking the same way, keeps its lease. Single-family keys are the subnet
+   * itself, which the guard covers.
+   */
+  async #claimedBefore(config: NetworkConfig, attrs: LeaseAttrs, created: StoredLease, signal: AbortSignal): Promise<boolean> {
+    if (!config.ipv4 || !config.ipv6) return false;
+    const snap = await this.#registry.getLeases({ signal });
+    return snap.leases.some(
+      (l) => !subnetPairEquals(l.subnet, created.subnet) && !sameNode(config, l.attrs, attrs) && (l.created ?? 0) < (created.created ?? Infinity) && blockers(config, [l.subnet], created.subnet).length > 0,
+    );
   }
 
   /**
