@@ -3,7 +3,8 @@
  * reconciler compares them with the kernel: per entry kind, by that kind's key. Pure: no I/O.
  */
 import { ErrorCodes, WeftError } from '../core/errors.js';
-import type { EntryKind, Program } from './entry-kind.js';
+import type { EntryKind } from './entry-kind.js';
+import { type KeptProgram, entriesOfKind, forEachOfKind, wantsEntry } from './kept-program.js';
 
 /**
  * Entries by key. Two peers may want an entry under one key (two leases with one VtepMAC): the
@@ -99,17 +100,14 @@ export class DesiredState {
    * The first entry of `program`, of an exclusive kind, that another program wants in another
    * form; entries of `replacing` (the same peer's program before its lease changed) do not count.
    */
-  conflict(program: Program, replacing?: Program): Conflict | undefined {
+  conflict(program: KeptProgram, replacing?: KeptProgram): Conflict | undefined {
     for (const kind of this.#kinds) {
       if (!kind.exclusive) continue;
-      const entries = program[kind.name];
-      if (!entries) continue;
       const index = this.#index(kind.name);
       // Checked for every lease in the start-up burst: a program has a handful of entries, so
-      // its own earlier list is searched rather than made into a set.
-      const own = replacing?.[kind.name] ?? [];
-      for (const entry of entries) {
-        const theirs = index.find(kind.key(entry), (e) => !own.includes(e) && !kind.matches(entry, e));
+      // its own earlier ones are searched rather than made into a set.
+      for (const entry of entriesOfKind(program, kind.name)) {
+        const theirs = index.find(kind.key(entry), (e) => !(replacing && wantsEntry(replacing, kind.name, e)) && !kind.matches(entry, e));
         if (theirs) return { kind, entry, theirs };
       }
     }
@@ -121,17 +119,17 @@ export class DesiredState {
     return this.#index(kind.name);
   }
 
-  add(program: Program): void {
-    for (const [name, entries] of Object.entries(program)) {
+  add(program: KeptProgram): void {
+    for (const name in program) {
       const index = this.#index(name);
-      for (const e of entries ?? []) index.add(e);
+      forEachOfKind(program, name, (e) => index.add(e));
     }
   }
 
-  remove(program: Program): void {
-    for (const [name, entries] of Object.entries(program)) {
+  remove(program: KeptProgram): void {
+    for (const name in program) {
       const index = this.#index(name);
-      for (const e of entries ?? []) index.remove(e);
+      forEachOfKind(program, name, (e) => index.remove(e));
     }
   }
 

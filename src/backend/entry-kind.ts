@@ -11,7 +11,8 @@ import type { FamilyRefusal } from './peer-checks.js';
 
 /**
  * One kind of entry the reconciler keeps equal to the desired state. `T` is what a program wants
- * and what `list` returns (a listing may carry more than the program asked for).
+ * and what `list` returns (a listing may carry more than the program asked for): a record, never
+ * an array (a kept program holds a lone entry as itself, kept-program.ts).
  *
  * Contract: `put` is idempotent (a replace); `remove` of an entry that is gone resolves; both
  * reject with a coded error (WEFT_ERR_KERNEL) that the reconciler logs once and retries with a

@@ -52,6 +52,8 @@ test('a lease is the union of its families\' programs; a bad family is left out 
   const both = programFamilies(lease(2), planes, route);
   assert.ok(!isRefusal(both) && both.entries['route']?.length === 2 && both.refused === undefined);
   assert.deepEqual(both.families, [4, 6]);
+  const again = programFamilies(lease(3), planes, route);
+  assert.ok(!isRefusal(again) && again.families === both.families && Object.isFrozen(both.families), 'one shared list per set of families: it is kept for every peer');
   const half = programFamilies(lease(2, { publicIpv6: parseIp('ff02::1') }), planes, route);
   assert.ok(!isRefusal(half));
   assert.equal(half.entries['route']?.length, 1);

@@ -5,6 +5,7 @@
  * as refused.
  */
 import type { Lease } from '../lease/lease.js';
+import type { Family } from '../ip/ip.js';
 import type { PeerProgram, Program } from './entry-kind.js';
 import { type FamilyPlane, familyName } from './family-plane.js';
 import { type FamilyRefusal, type Refusal, peerProblem } from './peer-checks.js';
@@ -33,9 +34,16 @@ export function programFamilies(lease: Lease, planes: readonly FamilyPlane[], pr
     families.push(plane.family);
   }
   if (parts.length === 0) return { refused: refusals.join('; '), code: refusedFamilies[0]?.code ?? 'refused', refusedFamilies };
-  // Kept for every peer while it lives, so sized exactly: slice() copies the families at their
-  // length (a push onto an empty array reserves 17 slots), and merging joins lists with concat.
-  return { entries: merged(parts), families: families.slice(), ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };
+  // Kept for every peer while it lives, so one shared list per set of families (a push onto an
+  // empty array reserves 17 slots), and merging joins lists with concat.
+  return { entries: merged(parts), families: sharedFamilies(families), ...(refusals.length > 0 ? { refused: refusals.join('; '), refusedFamilies } : {}) };
+}
+
+/** The families a program can carry, one frozen list each, in the planes' order. */
+const familyLists: ReadonlyArray<readonly Family[]> = [Object.freeze([4]), Object.freeze([6]), Object.freeze([4, 6]), Object.freeze([6, 4])];
+
+function sharedFamilies(families: readonly Family[]): readonly Family[] {
+  return familyLists.find((l) => l.length === families.length && l.every((f, i) => f === families[i])) ?? families.slice();
 }
 
 /**

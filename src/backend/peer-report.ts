@@ -4,7 +4,7 @@
  */
 import { type Family, formatIp } from '../ip/ip.js';
 import { type Lease, formatSubnetPair } from '../lease/lease.js';
-import type { PeerProgram } from './entry-kind.js';
+import type { KeptProgram } from './kept-program.js';
 import type { FamilyRefusal } from './peer-checks.js';
 
 /** One peer lease as `weft status` shows it. */
@@ -24,7 +24,9 @@ export interface PeerStatus {
 /** A peer whose program is in the desired state, and since when. */
 export interface KnownPeer {
   readonly lease: Lease;
-  readonly program: PeerProgram;
+  readonly entries: KeptProgram;
+  /** The families of the lease its program carries. */
+  readonly families: readonly Family[];
   readonly since: number;
 }
 

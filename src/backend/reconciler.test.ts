@@ -5,9 +5,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
-import type { Lease } from '../lease/lease.js';
+import type { Lease, LeaseEvent } from '../lease/lease.js';
 import type { RouteInfo } from '../netlink/netlink.js';
 import { FakeNetlink } from '../testing/fake-netlink.js';
+import { collectGarbage } from '../testing/gc.js';
 import { leaseFeed } from '../testing/lease-feed.js';
 import { ManualClock, settle } from '../testing/manual-clock.js';
 import { recordingLogger } from '../testing/recording-logger.js';
@@ -78,13 +79,15 @@ function start(t: TestContext, initial: Lease[], options: { refuse?: Set<number>
     ctl.abort();
     await running;
   });
-  events.push(initial.map((l) => ({ type: 'added', lease: l })));
+  const first: LeaseEvent[] = initial.map((l) => ({ type: 'added', lease: l }));
+  const firstBatch = new WeakRef(first);
+  events.push(first);
   const counts = () => ({ routes: nl.routeTable.size, neighbours: nl.neighTable.size, fdb: nl.fdbTable.size });
   const stop = async (): Promise<void> => {
     ctl.abort();
     await running;
   };
-  return { nl, events, counts, reconciler, log, stop };
+  return { nl, events, counts, reconciler, log, stop, firstBatch };
 }
 
 test('a peer is written neighbour, FDB entry, route, in that order; entries deleted by hand come back at once', async (t) => {
@@ -98,6 +101,37 @@ test('a peer is written neighbour, FDB entry, route, in that order; entries dele
   nl.kernel.deleteNeighbour(dev, parseIp('198.18.3.0'));
   nl.kernel.deleteFdb(dev, mac(2));
   await waitUntil('all three are back', () => counts().routes === 2 && counts().neighbours === 2 && counts().fdb === 2);
+});
+
+test('each batch, the first (every peer) above all, is let go once applied, while the reconciler waits for the next', async (t) => {
+  const { events, counts, firstBatch } = start(t, [lease(2), lease(3)]);
+  await waitUntil('programmed', () => counts().routes === 2);
+  const released = (ref: WeakRef<object>) => () => {
+    collectGarbage();
+    return ref.deref() === undefined;
+  };
+  await waitUntil('the first batch is let go', released(firstBatch), 5000);
+  const later = ((): WeakRef<object> => {
+    const batch: LeaseEvent[] = [{ type: 'added', lease: lease(4) }];
+    events.push(batch);
+    return new WeakRef(batch);
+  })();
+  await waitUntil('a later batch is applied', () => counts().routes === 3);
+  await waitUntil('and let go', released(later), 5000);
+});
+
+test('a lease source that ends before its first batch ends the run quietly, with nothing written', async () => {
+  const nl = new FakeNetlink([{ index: ext, name: 'eth0', mtu: 1500 }, { index: dev, name: 'flannel.1', mtu: 1450 }]);
+  const reconciler = new Reconciler({ netlink: nl, log: recordingLogger(), debounceMs: 5, scope: { kinds: vxlanKinds(nl), families: [4], program, links: () => [dev, ext] } });
+  const none = (async function* (): AsyncGenerator<LeaseEvent[]> {})();
+  const ctl = new AbortController();
+  const running = reconciler.run(none, ctl.signal);
+  await new Promise((r) => setTimeout(r, 20));
+  // The kernel's monitor runs until the agent stops, as it does with peers.
+  ctl.abort();
+  await running;
+  assert.deepEqual(nl.writes, []);
+  assert.deepEqual(reconciler.status(), []);
 });
 
 test('a removed peer takes exactly its own entries out, last kind first', async (t) => {

@@ -27,6 +27,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { publish } from '../core/events.js';
 import { errorMessage } from '../core/errors.js';
 import { memoryFigures, releaseMemory, releaseMemoryAtMostEvery } from '../core/memory.js';
+import { Values } from '../core/values.js';
 import type { Logger } from '../core/log.js';
 import { type Family, type IpAddr, formatIp } from '../ip/ip.js';
 import { formatCidr } from '../ip/cidr.js';
@@ -35,6 +36,7 @@ import { formatSubnetKey } from '../lease/subnet-key.js';
 import type { Netlink, NetlinkChange } from '../netlink/netlink.js';
 import { DesiredState } from './desired-state.js';
 import type { EntryKind, PeerProgram, Program } from './entry-kind.js';
+import { type KeptProgram, entriesOfKind, keep, wantsEntry } from './kept-program.js';
 import { type Refusal, isRefusal } from './lease-program.js';
 import { UnderlayIndex } from './underlay-clash.js';
 import { passPeriodMs } from './liveness-pass.js';
@@ -195,49 +197,56 @@ export class Reconciler {
         releaseMemoryAtMostEvery(30_000);
       }
     })();
+    const batches = new Values(events);
     try {
-      // `let`, so that the first batch (every peer's event) is let go once recorded: this loop
-      // waits on the next batch with the last one in its frame, for as long as the registry is quiet.
-      for await (let batch of events) {
-        if (this.#synced) {
+      if (await this.#programFirst(batches, signal)) {
+        afterWork();
+        // The initial burst leaves garbage that would stay resident for a long time, and start-up
+        // code that may never run again; the first batch went with #programFirst's frame.
+        releaseMemory({ code: true });
+        this.#log.info(memoryFigures(), 'memory released after the initial burst');
+        await batches.each(async (batch) => {
           const t0 = performance.now();
           await this.apply(batch, signal);
           publish('events.applied', { seconds: (performance.now() - t0) / 1000 });
           this.#publishPeers();
           afterWork();
-        } else {
-          // The first batch is the whole set: record it and let one reconcile write only what
-          // the kernel lacks (nothing at all after a restart), instead of rewriting every entry.
-          // Oldest first, so that of two leases claiming one thing the established one keeps it.
-          // A collection first: the listing's garbage goes, and no marking cycle begun before it
-          // keeps alive what the burst below allocates; and the code start-up ran is unmapped, so
-          // that its pages do not stack on the burst's heap (the start-up peak, docs/benchmarks.md).
-          releaseMemory({ code: true });
-          for (const event of [...batch].sort(byCreation)) {
-            const key = formatSubnetKey(event.lease.subnet);
-            const program = event.type === 'added' ? this.#program(key, event.lease) : undefined;
-            if (program) this.#setPeer(key, event.lease, program);
-            else this.#deletePeer(key);
-          }
-          this.#synced = true;
-          this.#setOwn();
-          await this.reconcile(signal);
-          this.#countRepairs = true;
-          this.#publishPeers();
-          afterWork();
-          this.#log.info({ peers: this.#peers.size }, 'initial peers programmed');
-          // The initial burst leaves garbage that would stay resident for a long time, and start-up
-          // code that may never run again.
-          batch = [];
-          releaseMemory({ code: true });
-          this.#log.info(memoryFigures(), 'memory released after the initial burst');
-        }
+        });
       }
     } finally {
       for (const unsubscribe of outside) unsubscribe?.();
       kick();
       await Promise.allSettled([monitor, repairer]);
+      await batches.close();
     }
+  }
+
+  /**
+   * The first batch is the whole set: recorded, and one reconcile writes only what the kernel lacks
+   * (nothing at all after a restart) instead of rewriting every entry. False when the source ended
+   * before it.
+   */
+  async #programFirst(batches: Values<readonly LeaseEvent[]>, signal: AbortSignal): Promise<boolean> {
+    const batch = await batches.next();
+    if (!batch) return false;
+    // A collection first: the listing's garbage goes, and no marking cycle begun before it keeps
+    // alive what the burst below allocates; and the code start-up ran is unmapped, so that its
+    // pages do not stack on the burst's heap (the start-up peak, docs/benchmarks.md).
+    releaseMemory({ code: true });
+    // Oldest first, so that of two leases claiming one thing the established one keeps it.
+    for (const event of [...batch].sort(byCreation)) {
+      const key = formatSubnetKey(event.lease.subnet);
+      const program = event.type === 'added' ? this.#program(key, event.lease) : undefined;
+      if (program) this.#setPeer(key, event.lease, program);
+      else this.#deletePeer(key);
+    }
+    this.#synced = true;
+    this.#setOwn();
+    await this.reconcile(signal);
+    this.#countRepairs = true;
+    this.#publishPeers();
+    this.#log.info({ peers: this.#peers.size }, 'initial peers programmed');
+    return true;
   }
 
   /** Applies lease events: programs added peers, removes exactly the entries of removed ones. */
@@ -268,10 +277,10 @@ export class Reconciler {
         }
         continue;
       }
-      this.#setPeer(key, event.lease, program);
+      const peer = this.#setPeer(key, event.lease, program);
       // Entries of the old program that the new one no longer wants.
       if (old) toRemove.push(written(key, old));
-      toAdd.push(written(key, { lease: event.lease, program }));
+      toAdd.push(written(key, peer));
     }
     // A lease refused for claiming what another held may have it now.
     if (this.#conflicted.size > 0 && batch.length > 0) {
@@ -283,15 +292,14 @@ export class Reconciler {
         }
         const program = this.#program(key, refused.lease);
         if (!program) continue;
-        this.#setPeer(key, refused.lease, program);
-        toAdd.push(written(key, { lease: refused.lease, program }));
+        toAdd.push(written(key, this.#setPeer(key, refused.lease, program)));
       }
     }
     // Against the desired state after the whole batch: nothing is taken out that the batch puts
     // back, and only programs still current are written (a lease added and removed in one batch,
     // or changed twice, leaves programs behind that no peer holds any more).
     await this.#remove(toRemove);
-    const current = toAdd.filter((w) => this.#peers.get(w.key)?.program.entries === w.entries);
+    const current = toAdd.filter((w) => this.#peers.get(w.key)?.entries === w.entries);
     if (!signal.aborted) await this.#write(current, signal);
     this.#flush();
     if (toAdd.length > 0) this.#log.debug({ peers: toAdd.length }, 'peers programmed');
@@ -424,21 +432,23 @@ export class Reconciler {
     for (const counts of peerCounts(this.#scope.families, this.#programmed, this.#refused)) publish('peers', counts);
   }
 
-  #setPeer(key: string, lease: Lease, program: PeerProgram): void {
+  #setPeer(key: string, lease: Lease, program: PeerProgram): KnownPeer {
     this.#deletePeer(key);
-    this.#peers.set(key, { lease, program, since: this.#clock.now() });
-    this.#desired.add(program.entries);
-    this.#underlay.add(key, lease, program.families);
-    for (const f of program.families) this.#programmed.set(f, (this.#programmed.get(f) ?? 0) + 1);
+    const peer: KnownPeer = { lease, entries: keep(program.entries), families: program.families, since: this.#clock.now() };
+    this.#peers.set(key, peer);
+    this.#desired.add(peer.entries);
+    this.#underlay.add(key, lease, peer.families);
+    for (const f of peer.families) this.#programmed.set(f, (this.#programmed.get(f) ?? 0) + 1);
+    return peer;
   }
 
   #deletePeer(key: string): void {
     const old = this.#peers.get(key);
     if (!old) return;
     this.#peers.delete(key);
-    this.#desired.remove(old.program.entries);
-    this.#underlay.remove(key);
-    for (const f of old.program.families) this.#programmed.set(f, (this.#programmed.get(f) ?? 0) - 1);
+    this.#desired.remove(old.entries);
+    this.#underlay.remove(key, old.lease);
+    for (const f of old.families) this.#programmed.set(f, (this.#programmed.get(f) ?? 0) - 1);
   }
 
   #program(key: string, lease: Lease): PeerProgram | undefined {
@@ -473,13 +483,13 @@ export class Reconciler {
         : `its subnet ${formatCidr(underlay.subnet)} holds the public IP ${formatIp(underlay.ip)} of ${named}`;
       return { code: underlay.code, refused: text };
     }
-    const clash = this.#desired.conflict(result.entries, this.#peers.get(key)?.program.entries);
+    const clash = this.#desired.conflict(result.entries, this.#peers.get(key)?.entries);
     if (!clash) return result;
     this.#conflicted.add(key);
     const name = clash.kind.name;
     let holder = 'this node';
     for (const [k, peer] of this.#peers) {
-      if (k !== key && peer.program.entries[name]?.includes(clash.theirs)) holder = `the lease of ${formatSubnetPair(peer.lease.subnet)} (${formatPublicIps(peer.lease.attrs)})`;
+      if (k !== key && wantsEntry(peer.entries, name, clash.theirs)) holder = `the lease of ${formatSubnetPair(peer.lease.subnet)} (${formatPublicIps(peer.lease.attrs)})`;
     }
     return { code: clash.kind.exclusive!.code, refused: `its ${clash.kind.exclusive!.describe(clash.entry)} is already claimed by ${holder}` };
   }
@@ -502,7 +512,7 @@ export class Reconciler {
         for (const earlier of this.#kinds.slice(0, i)) {
           // Not an entry another program wants too (its write of it stands).
           const wanted = this.#desired.of(earlier);
-          for (const e of w.entries[earlier.name] ?? []) {
+          for (const e of entriesOfKind(w.entries, earlier.name)) {
             if (!wanted.find(earlier.key(e), (other) => other !== e)) await this.#try(earlier, 'delete', w.subject, () => earlier.remove(e));
           }
         }
@@ -565,15 +575,20 @@ function byCreation(a: LeaseEvent, b: LeaseEvent): number {
 /** A program as written or removed, with the lease it is for in log lines. */
 interface Written {
   readonly key: string;
-  readonly entries: Program;
+  readonly entries: KeptProgram;
   readonly subject: string;
 }
 
-const written = (key: string, peer: { lease: Lease; program: PeerProgram }): Written => ({ key, entries: peer.program.entries, subject: formatSubnetPair(peer.lease.subnet) });
+const written = (key: string, peer: KnownPeer): Written => ({ key, entries: peer.entries, subject: formatSubnetPair(peer.lease.subnet) });
 
 /** Every entry of one kind in these programs, with its program. */
 function* entriesOf(programs: readonly Written[], kind: EntryKind): Generator<[Written, object]> {
-  for (const w of programs) for (const entry of w.entries[kind.name] ?? []) yield [w, entry];
+  for (const w of programs) {
+    const v = w.entries[kind.name];
+    if (v === undefined) continue;
+    if (Array.isArray(v)) for (const entry of v as readonly object[]) yield [w, entry];
+    else yield [w, v];
+  }
 }
 
 /**

@@ -30,22 +30,27 @@ test('a newcomer whose public IP lies in an established subnet, or whose subnet 
 
 test('families are checked as asked, and removal forgets a lease', () => {
   const index = new UnderlayIndex();
-  index.add('a', lease('198.18.1.0/24', '198.19.0.1', '2001:db8:1800:1::/64', '2001:db8:1800:ff::1'), [4, 6]);
+  const a = lease('198.18.1.0/24', '198.19.0.1', '2001:db8:1800:1::/64', '2001:db8:1800:ff::1');
+  index.add('a', a, [4, 6]);
   const v6 = lease('198.18.5.0/24', '198.19.0.5', '2001:db8:1800:ff::/64', '2001:db8:1800:1::5');
   assert.equal(index.clash('n', v6, [4]), undefined);
   assert.equal(index.clash('n', v6, [6])?.code, 'public_ip_in_lease_subnet');
-  index.add('c', lease('198.18.3.0/24', '198.19.0.3'), [4]);
-  index.add('c2', lease('198.18.4.0/24', '198.19.0.3'), [4]);
-  index.remove('a');
+  const c = lease('198.18.3.0/24', '198.19.0.3');
+  const c2 = lease('198.18.4.0/24', '198.19.0.3');
+  index.add('c', c, [4]);
+  index.add('c2', c2, [4]);
+  index.remove('a', a);
   assert.equal(index.clash('n', v6, [6]), undefined);
   assert.equal(index.clash('n', lease('198.18.5.0/24', '198.18.1.1'), [4]), undefined, 'the removed subnet is gone');
-  index.remove('c');
+  index.remove('c', c);
   assert.equal(index.clash('n', lease('198.19.0.0/24', '198.19.9.9'), [4])?.holder, 'c2', 'one of two leases with one IP removed: the other still holds it');
-  index.add('c2', lease('198.18.6.0/24', '198.19.0.6'), [4]);
-  assert.equal(index.clash('n', lease('198.18.9.0/24', '198.18.4.1'), [4]), undefined, 'adding again replaces');
+  const moved = lease('198.18.6.0/24', '198.19.0.6');
+  index.remove('c2', c2);
+  index.add('c2', moved, [4]);
+  assert.equal(index.clash('n', lease('198.18.9.0/24', '198.18.4.1'), [4]), undefined, 'a changed lease, removed and added again, leaves nothing of its old form');
   assert.equal(index.clash('n', lease('198.19.0.0/24', '198.19.9.9'), [4])?.holder, 'c2');
-  index.remove('c2');
-  index.remove('nobody');
+  index.remove('c2', moved);
+  index.remove('nobody', moved);
   assert.equal(index.clash('n', lease('198.19.0.0/16', '198.18.6.1'), [4]), undefined, 'empty again');
 });
 
@@ -78,14 +83,18 @@ test('overlapping subnets, as untrusted leases may have them: a /16 around a /24
 
 test('removal takes out only the removed lease\'s spans: another lease with the same public IP or the same start stays, and a family never indexed for it is not searched past its place', () => {
   const index = new UnderlayIndex();
+  const c2 = lease('198.18.4.0/24', '198.19.0.3');
   index.add('c', lease('198.18.3.0/24', '198.19.0.3'), [4]);
-  index.add('c2', lease('198.18.4.0/24', '198.19.0.3'), [4]);
-  index.remove('c2');
+  index.add('c2', c2, [4]);
+  index.remove('c2', c2);
   assert.equal(index.clash('n', lease('198.19.0.0/24', '198.19.9.9'), [4])?.holder, 'c', 'the earlier of two leases on one IP keeps it when the later goes');
+  index.remove('c', lease('198.18.3.0/24', '198.19.0.3'));
+  assert.equal(index.clash('n', lease('198.19.0.0/24', '198.19.9.9'), [4]), undefined, 'and the later one\'s span, found past the earlier\'s, is gone too');
   // A dual-stack lease programmed in IPv4 only, beside others indexed in IPv6 (whose spans start after its IPv6 subnet).
   index.add('v6', lease('198.18.7.0/24', '198.19.0.7', '2001:db8:1800:7::/64', '2001:db8:113::7'), [4, 6]);
-  index.add('half', lease('198.18.8.0/24', '198.19.0.8', '2001:db8:1800:1::/64', '2001:db8:113::1'), [4]);
-  index.remove('half');
+  const half = lease('198.18.8.0/24', '198.19.0.8', '2001:db8:1800:1::/64', '2001:db8:113::1');
+  index.add('half', half, [4]);
+  index.remove('half', half);
   assert.equal(index.clash('n', lease('198.18.9.0/24', '198.18.8.1'), [4]), undefined, 'its IPv4 subnet is gone');
   assert.equal(index.clash('n', lease('198.18.9.0/24', '198.19.0.9', '2001:db8:1800:9::/64', '2001:db8:1800:7::1'), [6])?.holder, 'v6', 'the other lease\'s IPv6 subnet stays');
 });
@@ -93,7 +102,8 @@ test('removal takes out only the removed lease\'s spans: another lease with the 
 test('removing a lease whose IPv6 subnet was never indexed, though another lease\'s is at that very place, leaves the other\'s', () => {
   const index = new UnderlayIndex();
   index.add('both', lease('198.18.7.0/24', '198.19.0.7', '2001:db8:1800:7::/64', '2001:db8:113::7'), [4, 6]);
-  index.add('v4', lease('198.18.8.0/24', '198.19.0.8', '2001:db8:1800:7::/64', '2001:db8:113::8'), [4]);
-  index.remove('v4');
+  const v4 = lease('198.18.8.0/24', '198.19.0.8', '2001:db8:1800:7::/64', '2001:db8:113::8');
+  index.add('v4', v4, [4]);
+  index.remove('v4', v4);
   assert.equal(index.clash('n', lease('198.18.9.0/24', '198.19.0.9', '2001:db8:1800:9::/64', '2001:db8:1800:7::1'), [6])?.holder, 'both');
 });

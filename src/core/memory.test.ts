@@ -3,9 +3,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { collectGarbage } from '../testing/gc.js';
 import { releaseCode, releaseMemory, releaseMemoryAtMostEvery } from './memory.js';
 
 const rssFileKb = (): number => Number(/RssFile:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
+const rssAnonKb = (): number => Number(/RssAnon:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
 
 test('releasing code unmaps executable file pages, and what runs afterwards maps back what it needs', () => {
   createHash('sha256').update('warm up some code').digest('hex');
@@ -40,4 +42,21 @@ test('a release asks V8 for the collection it makes under memory pressure; a rec
   assert.equal(asked.length, 1, 'not again within the interval');
   releaseMemoryAtMostEvery(0);
   assert.equal(asked.length, 2, 'again once the interval has passed');
+});
+
+test('a release hands back the pages the C allocator keeps free under its live chunks (40 MB of 1 kB buffers, one in 4000 kept)', async () => {
+  let made: Buffer[] | undefined = Array.from({ length: 40_000 }, () => Buffer.allocUnsafeSlow(1000).fill(1));
+  const kept = made.filter((_, i) => i % 4000 === 3999);
+  made = undefined;
+  // The buffers' memory goes back to the allocator as V8 sweeps them, which it may finish on another thread.
+  for (let i = 0; i < 3; i++) {
+    collectGarbage();
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const before = rssAnonKb();
+  releaseMemory();
+  const after = rssAnonKb();
+  assert.ok(before - after > 20_000, `anonymous resident memory went from ${before} kB to ${after} kB`);
+  assert.equal(kept.length, 10);
+  assert.equal(kept[9]![999], 1, 'what is still in use stays');
 });

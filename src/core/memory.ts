@@ -10,7 +10,7 @@
  */
 import { loadNativeAddon } from './native-addon.js';
 
-type ResidentAddon = { releaseCode(): number };
+type ResidentAddon = { releaseCode(): number; trimMalloc(): boolean };
 let resident: ResidentAddon | null | undefined;
 
 /** The addon, or null where it was not built (then code stays mapped, as before). */
@@ -42,6 +42,11 @@ export function releaseMemory(options: { code?: boolean } = {}): void {
   lastRelease = performance.now();
   (globalThis as { gc?: (options: GcOptions) => void }).gc?.({ type: 'major', execution: 'sync', flavor: 'last-resort' });
   if (options.code) releaseCode();
+  try {
+    residentAddon()?.trimMalloc();
+  } catch {
+    // never worth failing over
+  }
 }
 
 /** Unmaps the executable pages now (no collection): what has run so far faults back in as it runs again. */

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LeaseTracker, toLeaseEvents } from './lease-tracker.js';
+import { LeaseTracker } from './lease-tracker.js';
 import { type Lease, formatSubnetPair } from './lease.js';
 import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
@@ -39,12 +39,4 @@ test('dual-stack leases are keyed by both subnets', () => {
   t.put(lease('198.18.1.0/24', '203.0.113.1'));
   assert.equal(t.size, 2);
   assert.ok(t.get(dual.subnet));
-});
-
-test('lease events handed to backends carry the subnet and attributes only, in order', () => {
-  const stored = { ...lease('198.18.1.0/24', '203.0.113.1'), modRevision: 7, ttlLease: '5' };
-  assert.deepEqual(toLeaseEvents([{ type: 'added', lease: stored }, { type: 'removed', lease: stored }]), [
-    { type: 'added', lease: { subnet: stored.subnet, attrs: stored.attrs } },
-    { type: 'removed', lease: { subnet: stored.subnet, attrs: stored.attrs } },
-  ]);
 });

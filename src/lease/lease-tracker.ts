@@ -6,7 +6,7 @@
  * again (flannel's snapshot diff stays silent), and a removal of an unknown subnet yields nothing.
  */
 import { formatSubnetKey } from './subnet-key.js';
-import { type Lease, type LeaseEvent, type SubnetPair, leaseAttrsEqual } from './lease.js';
+import { type Lease, type SubnetPair, leaseAttrsEqual } from './lease.js';
 
 export type TrackedEvent<L extends Lease> = { readonly type: 'added'; readonly lease: L } | { readonly type: 'removed'; readonly lease: L };
 
@@ -55,9 +55,4 @@ export class LeaseTracker<L extends Lease = Lease> {
     this.#known.delete(key);
     return { type: 'removed', lease: old };
   }
-}
-
-/** Narrows tracked events to the plain lease events handed to backends. */
-export function toLeaseEvents(events: ReadonlyArray<TrackedEvent<Lease>>): LeaseEvent[] {
-  return events.map((e) => ({ type: e.type, lease: { subnet: e.lease.subnet, attrs: e.lease.attrs } }));
 }

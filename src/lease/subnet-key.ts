@@ -25,15 +25,12 @@ export function parseSubnetKey(segment: string): SubnetPair | undefined {
   if (!m) return undefined;
   const ipv4 = exactCidr(`${m[1]}/${m[2]}`);
   if (!ipv4) return undefined;
-  const pair: { ipv4?: Cidr; ipv6?: Cidr } = {};
-  if (!(ipv4.prefix === 0 && ipv4.ip.value === 0n)) pair.ipv4 = ipv4;
-  if (m[3] !== undefined) {
-    const ipv6 = exactCidr(`${m[3]}/${m[4]}`);
-    if (!ipv6 || ipv6.ip.family !== 6 || formatIp(ipv6.ip) !== m[3]) return undefined;
-    pair.ipv6 = ipv6;
-  }
-  if (!pair.ipv4 && !pair.ipv6) return undefined;
-  return pair;
+  const hasV4 = !(ipv4.prefix === 0 && ipv4.ip.value === 0n);
+  if (m[3] === undefined) return hasV4 ? { ipv4 } : undefined;
+  const ipv6 = exactCidr(`${m[3]}/${m[4]}`);
+  if (!ipv6 || ipv6.ip.family !== 6 || formatIp(ipv6.ip) !== m[3]) return undefined;
+  // Literals of their exact shape: a pair is kept per peer, and one built up from {} has room for four.
+  return hasV4 ? { ipv4, ipv6 } : { ipv6 };
 }
 
 /** A CIDR whose text had no host bits set: `198.18.3.1-24` names no lease. */

@@ -83,6 +83,20 @@ test('20 managers acquiring at once get 20 distinct subnets and each sees the 19
   }
 });
 
+test('peers are handed on with the registry\'s creation order, which the reconciler programs the first batch by (not the keys\' order)', async (t) => {
+  const h = await harness(t);
+  const manager = h.manager();
+  await manager.acquireLease(attrsFor(1), h.signal);
+  const registry = h.registry();
+  const older = await registry.createLease({ ipv4: parseCidr('198.18.200.0/24') }, attrsFor(2), { ttlSeconds: 0, signal: h.signal });
+  const newer = await registry.createLease({ ipv4: parseCidr('198.18.100.0/24') }, attrsFor(3), { ttlSeconds: 0, signal: h.signal });
+  const view = followPeers(manager, h.signal);
+  await waitUntil('both peers seen', () => view.peers.size === 2);
+  const created = (subnet: string): number | undefined => view.peers.get(subnet)?.created;
+  assert.deepEqual([created('198.18.200.0/24'), created('198.18.100.0/24')], [older.created, newer.created]);
+  assert.ok(older.created! < newer.created!);
+});
+
 test('the value written is flannel\'s JSON byte for byte, under flannel\'s key', async (t) => {
   const h = await harness(t);
   const lease = await h.manager().acquireLease(attrsFor(7), h.signal);

@@ -10,12 +10,12 @@ import { publish } from '../core/events.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { Backoff } from '../core/backoff.js';
 import { AsyncQueue } from '../core/async-queue.js';
+import { Values } from '../core/values.js';
 import { ErrorCodes, WeftError, errorMessage, isRetriable, isWeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { type NetworkConfig, parseNetworkConfig } from '../config/network-config.js';
 import { type IpAddr, formatIp, ipEquals } from '../ip/ip.js';
 import { type Lease, type LeaseAttrs, type LeaseEvent, type SubnetPair, formatPublicIps, formatSubnetPair, leaseAttrsEqual, publicIpOf, subnetPairEquals } from '../lease/lease.js';
-import { toLeaseEvents } from '../lease/lease-tracker.js';
 import { allocateSubnet, blockers, inRange, isCompatible } from './allocator.js';
 import { type LeaseWatchEvent, watchLeaseSet } from './lease-watch.js';
 import type { Registry, StoredLease } from './registry.js';
@@ -212,18 +212,25 @@ export class LocalManager implements SubnetManager {
   }
 
   async *watchLeases(signal: AbortSignal): AsyncGenerator<LeaseEvent[]> {
-    let first = true;
     // Peers are passed on as the registry decoded them: what they may hold is checked in one
     // place for every registry, by the backend (backend/peer-checks.ts).
-    // Each batch is let go once handed on (lease-watch.ts): the first is every peer, and this
+    // Each batch is let go once handed on (core/values.ts): the first is every peer, and this
     // generator stays suspended for as long as the registry is quiet.
-    for await (let batch of watchLeaseSet({ registry: this.#registry, log: this.#log, clock: this.#clock, signal })) {
-      const own = this.#own?.subnet;
-      let peers: LeaseEvent[] | undefined = toLeaseEvents(own ? batch.filter((e) => !subnetPairEquals(e.lease.subnet, own)) : batch);
-      batch = [];
-      if (first || peers.length > 0) yield peers;
-      peers = undefined;
-      first = false;
+    const batches = new Values(watchLeaseSet({ registry: this.#registry, log: this.#log, clock: this.#clock, signal }));
+    try {
+      for (let first = true; ; first = false) {
+        let batch = await batches.next();
+        if (!batch) return;
+        const own = this.#own?.subnet;
+        // The leases as the watch keeps them, not copies: the reconciler keeps each for as long as
+        // its peer lives, and sorts the first batch by `created`, the registry's creation order.
+        let peers: LeaseEvent[] | undefined = own ? batch.filter((e) => !subnetPairEquals(e.lease.subnet, own)) : batch;
+        batch = undefined;
+        if (first || peers.length > 0) yield peers;
+        peers = undefined;
+      }
+    } finally {
+      await batches.close();
     }
   }
 

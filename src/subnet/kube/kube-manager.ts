@@ -10,6 +10,7 @@
  */
 import { untilAborted } from '../../core/abort.js';
 import { publish } from '../../core/events.js';
+import { Values } from '../../core/values.js';
 import { Backoff, type BackoffOptions } from '../../core/backoff.js';
 import { type Clock, systemClock } from '../../core/clock.js';
 import { ErrorCodes, WeftError, isRetriable, retryAfterMs } from '../../core/errors.js';
@@ -167,15 +168,20 @@ export class KubeManager implements SubnetManager {
         out.push({ type: 'added', lease });
       }
     };
-    let first = true;
-    // Each batch let go once handed on (subnet/lease-watch.ts): the first is every Node.
-    for await (let batch of this.#informer.changes(signal)) {
-      let out: LeaseEvent[] | undefined = [];
-      for (const c of batch) set(c.record.name, c.type === 'put' ? c.record : undefined, out);
-      batch = [];
-      if (first || out.length > 0) yield out;
-      out = undefined;
-      first = false;
+    // Each batch let go once handed on (core/values.ts): the first is every Node.
+    const batches = new Values(this.#informer.changes(signal));
+    try {
+      for (let first = true; ; first = false) {
+        let batch = await batches.next();
+        if (!batch) return;
+        let out: LeaseEvent[] | undefined = [];
+        for (const c of batch) set(c.record.name, c.type === 'put' ? c.record : undefined, out);
+        batch = undefined;
+        if (first || out.length > 0) yield out;
+        out = undefined;
+      }
+    } finally {
+      await batches.close();
     }
   }
 
