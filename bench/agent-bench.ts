@@ -259,13 +259,15 @@ async function convergence(): Promise<void> {
   for (const registry of registries) {
     // kube mode and dual-stack: the shipped flags only (and the baseline build, if any); the flag comparison is the same in all modes.
     const chosen = (registry === 'etcd' ? profiles() : profiles().slice(0, builds)).filter((p) => registry !== 'dual' || !isFlanneld(p.env));
-    for (const [i, profile] of chosen.entries()) {
-      const rows: ConvergenceRow[] = [];
+    const each = chosen.map((profile, i) => {
       const timed = i < builds && registry !== 'dual' ? { add: [], del: [] } : undefined;
       if (timed) latencies.set(builds > 1 ? `${registry} | ${profile.name}` : registry, timed);
-      for (let run = 0; run < runs; run++) rows.push(await convergenceRun(registry, profile.env, peers, timed));
-      results.push({ registry, name: profile.name, flags: profile.env['WEFT_NODE_FLAGS'] ?? '', rows });
-    }
+      return { profile, timed, rows: [] as ConvergenceRow[] };
+    });
+    // Round by round, every agent once a round: a slow spell of this shared machine then falls on
+    // all of them alike, not on the three runs of one.
+    for (let run = 0; run < runs; run++) for (const e of each) e.rows.push(await convergenceRun(registry, e.profile.env, peers, e.timed));
+    for (const { profile, rows } of each) results.push({ registry, name: profile.name, flags: profile.env['WEFT_NODE_FLAGS'] ?? '', rows });
   }
   const med = (rows: ConvergenceRow[], f: (r: ConvergenceRow) => number, d = 0): string => {
     const m = median(rows.map(f));
