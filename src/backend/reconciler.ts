@@ -202,7 +202,9 @@ export class Reconciler {
       if (await this.#programFirst(batches, signal)) {
         afterWork();
         // The initial burst leaves garbage that would stay resident for a long time, and start-up
-        // code that may never run again; the first batch went with #programFirst's frame.
+        // code that may never run again. The first batch went with #programFirst's frame; asked
+        // for the next one, the sources up the chain (the manager's, the lease watch's) let go of it too.
+        batches.ask();
         releaseMemory({ code: true });
         this.#log.info(memoryFigures(), 'memory released after the initial burst');
         await batches.each(async (batch) => {
@@ -214,10 +216,11 @@ export class Reconciler {
         });
       }
     } finally {
+      // The lease source first, as `for await` would: a run that failed leaves no watch open.
+      await batches.close();
       for (const unsubscribe of outside) unsubscribe?.();
       kick();
       await Promise.allSettled([monitor, repairer]);
-      await batches.close();
     }
   }
 

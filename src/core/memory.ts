@@ -36,7 +36,8 @@ let lastRelease = -Infinity;
 
 /**
  * Collects as V8 does under memory pressure, when the runtime exposes gc(); with `code`, also
- * unmaps the executable pages (releaseCode).
+ * unmaps the executable pages (releaseCode); then hands the C allocator's free pages back
+ * (malloc_trim: glibc's free() gives back only the top of its heap).
  */
 export function releaseMemory(options: { code?: boolean } = {}): void {
   lastRelease = performance.now();

@@ -79,3 +79,23 @@ test('close: a source whose iterator has no return() is left as it is', async ()
   await values.close();
   assert.deepEqual(await values.next(), { n: 2 });
 });
+
+test('ask: the source moves on at once (a generator lets go of what it yielded), and next() takes that value; a failure reaches next(), not the process', async () => {
+  let resumed = 0;
+  const gen = (async function* (): AsyncGenerator<object> {
+    yield { n: 1 };
+    resumed++;
+    yield { n: 2 };
+    resumed++;
+    throw new Error('gone');
+  })();
+  const values = new Values(gen);
+  assert.deepEqual(await values.next(), { n: 1 });
+  values.ask();
+  values.ask();
+  assert.equal(resumed, 1, 'resumed by the first ask, not again by the second');
+  assert.deepEqual(await values.next(), { n: 2 });
+  values.ask();
+  await new Promise((r) => setImmediate(r));
+  await assert.rejects(values.next(), /gone/);
+});

@@ -10,6 +10,7 @@ import { type Clock, systemClock } from '../../core/clock.js';
 import { ErrorCodes, WeftError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import type { NetworkConfig } from '../../config/network-config.js';
+import { Values } from '../../core/values.js';
 import { formatCidr } from '../../ip/cidr.js';
 import { formatIp } from '../../ip/ip.js';
 import { isJsonObject, member } from '../../json/go-json.js';
@@ -113,12 +114,15 @@ class ExtensionNetwork implements Network {
   /** The subnet commands for each peer lease of type extension, in the order the events come. */
   async run(events: AsyncIterable<LeaseEvent[]>, signal: AbortSignal): Promise<void> {
     const ticker = passEveryPeriod(this.#clock, signal);
+    // Each batch let go once handled (core/values.ts): the first is every peer.
+    const batches = new Values(events);
     try {
-      for await (const batch of events) {
-        if (signal.aborted) break;
+      await batches.each(async (batch) => {
+        if (signal.aborted) return;
         for (const event of batch) await this.#handle(event);
-      }
+      });
     } finally {
+      await batches.close();
       await ticker;
     }
   }

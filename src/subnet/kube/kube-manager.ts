@@ -126,24 +126,35 @@ export class KubeManager implements SubnetManager {
     if (this.#direct) return untilAborted(signal);
     const name = await this.#ownName(signal);
     const config = this.#config ?? (await this.getNetworkConfig());
-    for await (const batch of this.#informer.changes(signal)) {
-      if (!this.#attrs || !this.#lease || !batch.some((c) => c.record.name === name)) continue;
-      const node = this.#informer.get(name);
-      if (!node) {
-        this.#log.warn({ node: name }, `node "${name}" was deleted; keeping its lease until it is back`);
-        continue;
+    // Each batch let go once read (core/values.ts): the first is every Node, and this generator
+    // waits for as long as this node's record is quiet.
+    const batches = new Values(this.#informer.changes(signal));
+    try {
+      for (;;) {
+        let batch = await batches.next();
+        if (!batch) return;
+        const ours = batch.some((c) => c.record.name === name);
+        batch = undefined;
+        if (!this.#attrs || !this.#lease || !ours) continue;
+        const node = this.#informer.get(name);
+        if (!node) {
+          this.#log.warn({ node: name }, `node "${name}" was deleted; keeping its lease until it is back`);
+          continue;
+        }
+        const subnet = ownSubnets(config, node);
+        if (subnet && !('problem' in subnet) && !subnetPairEquals(subnet, this.#lease.subnet)) {
+          this.#log.warn({ node: name, subnet: formatSubnetPair(subnet) }, 'the node\'s podCIDR changed');
+          this.#lease = this.#ownLease(await this.#publish(name, this.#attrs, signal), subnet, this.#attrs);
+          yield this.#lease;
+          continue;
+        }
+        if (this.#drifted(node, this.#attrs)) {
+          this.#log.warn({ node: name }, 'this node\'s annotations were changed; publishing them again');
+          await this.#publish(name, this.#attrs, signal);
+        }
       }
-      const subnet = ownSubnets(config, node);
-      if (subnet && !('problem' in subnet) && !subnetPairEquals(subnet, this.#lease.subnet)) {
-        this.#log.warn({ node: name, subnet: formatSubnetPair(subnet) }, 'the node\'s podCIDR changed');
-        this.#lease = this.#ownLease(await this.#publish(name, this.#attrs, signal), subnet, this.#attrs);
-        yield this.#lease;
-        continue;
-      }
-      if (this.#drifted(node, this.#attrs)) {
-        this.#log.warn({ node: name }, 'this node\'s annotations were changed; publishing them again');
-        await this.#publish(name, this.#attrs, signal);
-      }
+    } finally {
+      await batches.close();
     }
   }
 
