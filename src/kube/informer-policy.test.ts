@@ -252,6 +252,39 @@ test('whenSynced, observe and contactAt: what readers see before the first list,
   assert.equal(informer.contactAt(), clock.now() - 1000 + 1000, 'a watch that broke no longer vouches: the last event');
 });
 
+test('an answer that arrives after the watch brought a later change of its object leaves the cache as the watch made it', async (t) => {
+  const clock = new ManualClock();
+  const api = scriptedApi();
+  api.onList = () => ({ rv: '5', items: [{ name: 'a', value: '1' }] });
+  const watch = new AsyncQueue<WatchEvent | Error | 'end'>();
+  api.onWatch = () => watch;
+  const { informer } = run(t, api, clock);
+  await informer.whenSynced(AbortSignal.timeout(5000));
+  const seen: string[] = [];
+  const sub = new AbortController();
+  t.after(async () => sub.abort());
+  void (async () => {
+    for await (const batch of informer.changes(sub.signal)) for (const c of batch) seen.push(`${c.record.name}=${c.record.value}`);
+  })().catch(() => undefined);
+  assert.equal(informer.observe({ metadata: { name: 'a', resourceVersion: '5' }, value: 'stale' })?.value, '1', 'at the list\'s own version: the cache holds it');
+  // The agent's patch made version 6; someone else's change (7) comes through the watch before the patch's answer.
+  watch.push({ type: 'MODIFIED', object: { metadata: { name: 'a', resourceVersion: '6' }, value: '9' } });
+  watch.push({ type: 'MODIFIED', object: { metadata: { name: 'a', resourceVersion: '7' }, value: '10' } });
+  await settle();
+  assert.deepEqual(informer.observe({ metadata: { name: 'a', resourceVersion: '6' }, value: '9' }), { name: 'a', value: '10' });
+  assert.equal(informer.get('a')?.value, '10');
+  assert.equal(informer.observe({ metadata: { name: 'new', resourceVersion: '7' }, value: '1' })?.value, '1', 'an object the cache no longer has: its record, not put in');
+  assert.equal(informer.get('new'), undefined);
+  assert.equal(informer.observe({ metadata: { name: 'a', resourceVersion: '8' }, value: '11' })?.value, '11', 'past the cache: put in at once');
+  assert.equal(informer.get('a')?.value, '11');
+  assert.equal(informer.observe({ metadata: { name: 'a', resourceVersion: 'x1' }, value: '12' })?.value, '12', 'a version that is no number: put in, as before');
+  watch.push({ type: 'BOOKMARK', resourceVersion: '20' });
+  await settle();
+  assert.equal(informer.observe({ metadata: { name: 'a', resourceVersion: '19' }, value: '13' })?.value, '12', 'a bookmark moves the cache\'s version too');
+  await settle();
+  assert.deepEqual(seen, ['a=1', 'a=9', 'a=10', 'a=11', 'a=12'], 'no reader ever saw a stale answer');
+});
+
 test('a subscriber before the first list gets every record at it, then the changes; one that leaves gets nothing more', async (t) => {
   const clock = new ManualClock();
   const api = scriptedApi();

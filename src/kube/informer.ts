@@ -84,6 +84,11 @@ export class Informer<R> {
   readonly #synced: Promise<void>;
   #markSynced: () => void = () => undefined;
   #isSynced = false;
+  /**
+   * The resourceVersion the cache is at (its list's, then each watch event's), where versions are
+   * numbers, as every API server's over etcd are; undefined where they are not.
+   */
+  #cacheAt: bigint | undefined;
   #watching = false;
   #contact = 0;
   readonly #skipped = new Set<string>();
@@ -112,11 +117,17 @@ export class Informer<R> {
 
   /**
    * Records an object this agent has just written (the answer to its PATCH), so that readers see
-   * the write before the watch brings its echo, which then changes nothing. Returns its record.
+   * the write before the watch brings its echo, which then changes nothing. Returns its record, or
+   * the cache's when the cache is already past the answer's version: the answer can arrive after
+   * the watch brought a later change of the object (its podCIDR changed just after the agent's
+   * patch), and putting the answer back would hide that change from every reader.
    */
   observe(raw: unknown): R | undefined {
     const record = this.#record(raw);
-    if (record && this.#isSynced) this.#apply('put', record);
+    if (!record || !this.#isSynced) return record;
+    const at = versionOf(raw);
+    if (at !== undefined && this.#cacheAt !== undefined && at <= this.#cacheAt) return this.#cache.get(this.#decoder.key(record)) ?? record;
+    this.#apply('put', record);
     return record;
   }
 
@@ -188,6 +199,7 @@ export class Informer<R> {
           resumeAt = await this.#list(listFrom, signal);
           listFrom = resumeAt;
           listing = false;
+          this.#cacheAt = numericVersion(resumeAt);
         }
         const events = await this.#api.watch(this.#path, { ...this.#selectors, resourceVersion: resumeAt, timeoutSeconds: this.#watchTimeout() }, signal);
         this.#watching = true;
@@ -201,12 +213,14 @@ export class Informer<R> {
           this.#contact = this.#clock.now();
           if (ev.type === 'BOOKMARK') {
             resumeAt = ev.resourceVersion;
+            this.#cacheAt = numericVersion(resumeAt);
             continue;
           }
           const rv = (ev.object['metadata'] as Record<string, unknown> | undefined)?.['resourceVersion'];
           if (typeof rv === 'string' && rv !== '') resumeAt = rv;
           const record = this.#record(ev.object);
           if (record) this.#apply(ev.type === 'DELETED' ? 'delete' : 'put', record);
+          this.#cacheAt = versionOf(ev.object);
         }
         this.#watching = false;
         this.#log.debug({ resourceVersion: resumeAt }, `${what} watch ended; watching again`);
@@ -360,4 +374,16 @@ export class Informer<R> {
   #snapshot(): Change<R>[] {
     return [...this.#cache.values()].map((record) => ({ type: 'put', record }));
   }
+}
+
+/** A resourceVersion as a number, or undefined when it is not one (Kubernetes calls them opaque). */
+function numericVersion(rv: string | undefined): bigint | undefined {
+  return rv !== undefined && /^\d{1,30}$/.test(rv) ? BigInt(rv) : undefined;
+}
+
+/** An object's resourceVersion as a number, or undefined. */
+function versionOf(raw: unknown): bigint | undefined {
+  const meta = typeof raw === 'object' && raw !== null ? (raw as { metadata?: unknown }).metadata : undefined;
+  const rv = typeof meta === 'object' && meta !== null ? (meta as { resourceVersion?: unknown }).resourceVersion : undefined;
+  return numericVersion(typeof rv === 'string' ? rv : undefined);
 }
