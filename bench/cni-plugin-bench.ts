@@ -16,12 +16,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createNetns, deleteNetns, netnsSkipReason, nsName, sh } from '../src/testing/netns.js';
+import { agentNodeFlags } from '../src/deploy/node-flags.js';
 
 const runs = Math.max(5, Number(process.env['BENCH_RUNS'] ?? 5) * 3);
 const say = (line = ''): void => void process.stdout.write(line + '\n');
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
-const agentFlags = ['--no-maglev', '--no-turbofan', '--max-semi-space-size=1', '--optimize-for-size', '--expose-gc'];
 
 interface Plugin {
   readonly label: string;
@@ -87,7 +87,7 @@ async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'weft-cni-bench-'));
   const node = nsName('cb');
   const pod = nsName('cp');
-  const server = spawn(process.execPath, [...agentFlags, here('cni-socket-server.js'), join(dir, 'subnet.env')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const server = spawn(process.execPath, [...agentNodeFlags, here('cni-socket-server.js'), join(dir, 'subnet.env')], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     await createNetns(node);
     await createNetns(pod);

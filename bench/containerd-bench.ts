@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ContainerdNode, busyboxArchive, ensureCniMountPoints } from '../src/testing/containerd-node.js';
 import { createNetns, deleteNetns, netnsSkipReason, nsExec, nsName } from '../src/testing/netns.js';
+import { agentNodeFlags } from '../src/deploy/node-flags.js';
 
 const runs = Math.max(5, Number(process.env['BENCH_RUNS'] ?? 5) * 3);
 const say = (line = ''): void => void process.stdout.write(line + '\n');
@@ -42,8 +43,7 @@ async function main(): Promise<void> {
     for (const p of ['bridge', 'host-local']) await copyFile(`/usr/lib/cni/${p}`, join(cni.bin, p));
     await writeFile(join(cni.netd, '10-flannel.conflist'), JSON.stringify({ name: 'cbr0', cniVersion: '0.3.1', plugins: [{ type: 'flannel', delegate: { hairpinMode: true, isDefaultGateway: true } }] }));
     await writeFile(join(cni.run, 'subnet.env'), 'FLANNEL_NETWORK=198.18.0.0/16\nFLANNEL_SUBNET=198.18.9.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n');
-    const agentFlags = ['--no-maglev', '--no-turbofan', '--max-semi-space-size=1', '--optimize-for-size', '--expose-gc'];
-    const serving = spawn(process.execPath, [...agentFlags, fileURLToPath(new URL('cni-socket-server.js', import.meta.url)), join(cni.run, 'subnet.env')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const serving = spawn(process.execPath, [...agentNodeFlags, fileURLToPath(new URL('cni-socket-server.js', import.meta.url)), join(cni.run, 'subnet.env')], { stdio: ['ignore', 'pipe', 'inherit'] });
     server = serving;
     await new Promise((resolve) => serving.stdout.once('data', resolve));
     await nsExec(ns, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);

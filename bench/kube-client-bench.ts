@@ -15,12 +15,12 @@ import { fileURLToPath } from 'node:url';
 import { fakePeerNode } from '../src/testing/fake-nodes.js';
 import { KubeApiServer, agentUser } from '../src/testing/kube-apiserver.js';
 import { makeTestCa } from '../src/testing/test-ca.js';
+import { agentNodeFlags } from '../src/deploy/node-flags.js';
 
 const runs = Number(process.env['BENCH_RUNS'] ?? 5);
 const nodes = 1000;
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const say = (line = ''): void => void process.stdout.write(line + '\n');
-const agentFlags = ['--no-maglev', '--no-turbofan', '--max-semi-space-size=1', '--optimize-for-size'];
 
 interface Probe {
   syncedMs: number;
@@ -51,7 +51,7 @@ const url = await server.listen();
 const listBytes = Buffer.byteLength(JSON.stringify(server.store.list({})));
 try {
   const rows: Array<{ kind: string; flags: string; results: Probe[] }> = [];
-  for (const [flagsName, flags] of [['default', []], ['the agent\'s', agentFlags]] as const) {
+  for (const [flagsName, flags] of [['default', []], ['the agent\'s', agentNodeFlags]] as const) {
     for (const kind of ['none', 'weft', 'client-node']) {
       const results: Probe[] = [];
       for (let i = 0; i < runs; i++) results.push(await probe(kind, flags, [url, ca.caFile, token, String(nodes)]));
@@ -64,7 +64,7 @@ try {
     `The in-test API server over TLS on 127.0.0.1 with ${nodes} Nodes of about 2.8 kB (the full list is ${(listBytes / 1e6).toFixed(1)} MB of JSON). ` +
       `Each client in a fresh Node ${process.version} process lists and watches them with a cache, as an agent does: weft's informer of Nodes (names, pod CIDRs, flannel annotations) over its own client; client-node's informer (whole V1Node objects). ` +
       `"none" is the same probe loading nothing. Resident memory 1 s after the cache is full, after a full GC; medians of ${runs}. ` +
-      `Agent's flags: \`${agentFlags.join(' ')}\` (bin/weft's).`,
+      `Agent's flags: \`${agentNodeFlags.join(' ')}\` (bin/weft's).`,
   );
   say();
   say('| node flags | client | process start → 1000 Nodes cached (ms) | RSS (MB) [anon + file] | peak RSS (MB) |');
@@ -88,7 +88,7 @@ async function listDecoders(list: string): Promise<void> {
     const times: number[] = [];
     const heaps: number[] = [];
     for (let i = 0; i < runs; i++) {
-      const child = run(process.execPath, ['--expose-gc', ...agentFlags, script, kind], { maxBuffer: 1 << 20 });
+      const child = run(process.execPath, [...new Set(['--expose-gc', ...agentNodeFlags]), script, kind], { maxBuffer: 1 << 20 });
       child.child.stdin?.end(list);
       const out = JSON.parse((await child).stdout) as { ms: number; peakHeapMb: number };
       times.push(out.ms);

@@ -14,6 +14,7 @@ import { EtcdRegistry } from '../src/subnet/etcd/etcd-registry.js';
 import { LocalManager } from '../src/subnet/local-manager.js';
 import { silentLogger } from '../src/core/log.js';
 import { parseIp } from '../src/ip/ip.js';
+import { agentNodeFlags } from '../src/deploy/node-flags.js';
 
 const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
 const runs = Number(process.env['BENCH_RUNS'] ?? 5);
@@ -52,9 +53,6 @@ async function putMany(gw: EtcdGrpc, entries: Array<[string, string]>): Promise<
   }
 }
 
-/** The V8 flags bin/weft runs the agent with: the client is measured as the agent carries it. */
-const agentFlags = ['--no-maglev', '--no-turbofan', '--max-semi-space-size=1', '--optimize-for-size'];
-
 async function clientComparison(etcd: EtcdServer): Promise<void> {
   const events = 5000;
   const sizes = [1000, 5000];
@@ -66,7 +64,8 @@ async function clientComparison(etcd: EtcdServer): Promise<void> {
     for (const kind of kinds) {
       for (const n of sizes) {
         const prefix = `/bench/watch/${run}/${kind}/${n}/`;
-        const c = child('client-probe.js', [kind, etcd.endpoint, `/bench/leases${n}/`, String(kind === 'none' ? 0 : events), prefix], agentFlags);
+        // Under the agent's Node flags: the client is measured as the agent carries it.
+        const c = child('client-probe.js', [kind, etcd.endpoint, `/bench/leases${n}/`, String(kind === 'none' ? 0 : events), prefix], agentNodeFlags);
         await nextLine(c); // ready
         if (kind !== 'none') {
           // Single-key writes, one revision each, as lease churn looks to a watcher.
@@ -81,7 +80,7 @@ async function clientComparison(etcd: EtcdServer): Promise<void> {
   }
   say('### etcd client: gRPC of weft\'s own (node:http2) vs the JSON gateway (node:http), `@grpc/grpc-js` and `etcd3`');
   say();
-  say(`Each client in a fresh Node ${process.version} process with the agent's V8 flags (${agentFlags.join(' ')}); medians of ${runs} runs. "none" is the same probe with no client loaded.`);
+  say(`Each client in a fresh Node ${process.version} process with the agent's V8 flags (${agentNodeFlags.join(' ')}); medians of ${runs} runs. "none" is the same probe with no client loaded.`);
   say(`Leases: a first read, then every lease under a prefix holding 1000 or 5000 vxlan leases, read and kept. Watch: ${events} single-key writes made before the watch opens, then the time to receive the whole backlog. Resident memory as total (anonymous + file-backed).`);
   say();
   say('| client | leases | start-up to first answer (ms) | RSS connected (MB) | list (ms) | RSS holding the leases (MB) | watch backlog of 5000 events (ms) | RSS after the watch (MB) |');

@@ -5,30 +5,31 @@
 # (the platform a runtime pulls is its own). Each image holds the
 # single executable (dist/cni/weft: Node and weft in one file, also flanneld), the host's static CNI
 # plugin (dist/cni/flannel, for the init container to copy), weft's runtime JavaScript and native addons, its production dependencies, and
-# iptables, nftables, iproute2 and libcrypto: no compiler, no TypeScript, no devDependencies, no systemd.
+# iptables, nftables, iproute2, libcrypto and the CA certificates (which weft, as flanneld, trusts
+# when no CA file is given: src/cli/system-roots.ts): no compiler, no TypeScript, no devDependencies, no systemd.
 set -eu
 cd "$(dirname "$0")/.."
 version=$(node -p "require('./package.json').version")
 tag="localhost/weft:v$version"
 work=${WEFT_IMAGE_WORK:-/var/tmp/weft-image}
-rootfs="$work/rootfs-bookworm-2"
+rootfs="$work/rootfs-bookworm-3"
 start=$(date +%s)
 
 # The base: Debian's minimal system with the agent's tools, cached between builds; what a running
 # agent never reads (package lists and caches, documentation, locales, iconv's charset modules, the
 # time zone database: Node carries its own) is left out.
-if [ ! -f "$work/rootfs-bookworm-2.done" ]; then
+if [ ! -f "$work/rootfs-bookworm-3.done" ]; then
   rm -rf "$rootfs"
   mkdir -p "$work"
-  debootstrap --variant=minbase --include=iptables,nftables,iproute2,libssl3 bookworm "$rootfs" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+  debootstrap --variant=minbase --include=iptables,nftables,iproute2,libssl3,ca-certificates bookworm "$rootfs" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
   rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/cache/debconf/*-old "$rootfs"/var/log/* \
     "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/* \
     "$rootfs"/usr/lib/*-linux-gnu/gconv "$rootfs"/usr/share/zoneinfo
-  touch "$work/rootfs-bookworm-2.done"
+  touch "$work/rootfs-bookworm-3.done"
 fi
 
 # The same base for arm64, and what deploy/build-arm64.sh built (make arm64).
-arm_rootfs="$work/rootfs-bookworm-arm64-1"
+arm_rootfs="$work/rootfs-bookworm-arm64-2"
 if [ ! -f "$arm_rootfs.done" ]; then
   deploy/arm64-base.sh "$rootfs" "$arm_rootfs"
   rm -rf "$arm_rootfs"/usr/share/doc/* "$arm_rootfs"/usr/share/man/* "$arm_rootfs"/usr/share/info/* "$arm_rootfs"/usr/share/locale/* \

@@ -237,7 +237,8 @@ class Agent {
       // The rule tools are checked (nft present, fully-random probed) before a lease is taken: a
       // node that cannot keep its rules must not hold a subnet it will never serve. The check runs
       // while what this node published before is read (one does not need the other); a failure
-      // is met where it is awaited.
+      // is met where it is awaited. (Begun while the interface is chosen, or its six saves run at
+      // once, it gained nothing: their spawns hold the one JavaScript thread; docs/benchmarks.md.)
       const trafficReady = this.#trafficManager(config);
       trafficReady.catch(() => undefined);
       const previous = await manager.previousAttrs(planes[0]!.publicIp, scope).catch((err: unknown) => {
@@ -270,11 +271,14 @@ class Agent {
         scope,
       );
       this.#network = network;
-      // In etcd mode a collection too: the listing read for what this node published before is
+      // In etcd mode a collection: the listing read for what this node published before is
       // garbage now, and the allocation lists every lease again; left to V8, the two listings'
       // objects stacked up in the old generation (13 MB with 5000 leases), which was the start's
-      // peak. (Kube mode read its own Node from the informer's cache: nothing to collect.)
-      if (etcd) releaseMemory({ code: true });
+      // peak. The code stays mapped here (the lease and the burst run next; the release after
+      // the burst unmaps it): unmapping it cost this critical path time and the peak nothing
+      // (docs/benchmarks.md). Kube mode read its own Node from the informer's cache: nothing to
+      // collect, and the informer's start-up code goes.
+      if (etcd) releaseMemory();
       else releaseCode();
       const lease = await manager.acquireLease(network.attrs, scope);
       this.#lease = lease;

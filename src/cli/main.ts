@@ -2,7 +2,7 @@
  * The `weft` executable: `main(argv, env)` returns the exit code. The only module that touches
  * process.exit, process.argv, process.env and signals.
  */
-import { closeSync, readFileSync } from 'node:fs';
+import { closeSync, readFileSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { FdHandover, handoverEnv } from '../core/handover.js';
 import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
@@ -16,6 +16,7 @@ import { fetchStatus, statusUrl } from './status-client.js';
 import { version } from '../core/version.js';
 import type { Io } from './io.js';
 import { runAgent } from './daemon.js';
+import { systemRootsEnv } from './system-roots.js';
 import type * as Cleanup from './cleanup.js';
 import type * as Leases from './leases.js';
 import { createRequire } from 'node:module';
@@ -176,6 +177,8 @@ export async function runProcess(): Promise<void> {
   const argv = process.argv.slice(2);
   const handover = new FdHandover(process.env[handoverEnv]);
   delete process.env[handoverEnv];
+  // Before any TLS connection: OpenSSL reads these when it first needs the default CAs.
+  Object.assign(process.env, systemRootsEnv(process.env, isFile));
   let restart = false;
   // The first signal shuts down cleanly; a second one gets the default behaviour (exit at once).
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => ctl.abort());
@@ -201,6 +204,14 @@ export async function runProcess(): Promise<void> {
     }
   }
   process.exitCode = code;
+}
+
+function isFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false; // absent, unreadable or under a file: not a bundle here, as for Go
+  }
 }
 
 /**

@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { supportedVersions } from '../cni/netconf.js';
 import { version } from '../core/version.js';
+import { agentNodeFlags } from './node-flags.js';
 
 const require = createRequire(import.meta.url);
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -96,7 +97,7 @@ export async function buildExecutable(t: Target): Promise<string> {
   const blob = join(t.out, 'weft.blob');
   // The code cache makes the code start without being compiled first.
   // The agent's Node flags (bin/weft's), for when the executable runs the agent in the image.
-  const execArgv = ['--no-maglev', '--no-turbofan', '--max-semi-space-size=1', '--optimize-for-size', '--expose-gc'];
+  const execArgv = [...agentNodeFlags];
   await writeFile(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: t.codeCache, execArgv }));
   // The code cache is made under the same V8 flags it is used with, or V8 rejects it at start.
   await promisify(execFile)(process.execPath, [...execArgv, '--experimental-sea-config', seaConfig]);

@@ -52,6 +52,8 @@ test('containerd: agents from the image, the plugin installed from it, container
     runtimes.push(runtime);
     await runtime.ctr(['images', 'import', archive]);
     await runtime.ctr(['images', 'import', busybox]);
+    // The system's CAs, which the agent trusts when no CA file is given (as flannel's image has them).
+    if (node === cluster.nodes[0]) await runtime.ctr(['run', '--rm', image, 'ca-bundle', 'sh', '-c', 'test -s /etc/ssl/certs/ca-certificates.crt && ls /etc/ssl/certs | grep -q "[.]0$"']);
     const cni = { netd: join(dir, node.name, 'net.d'), bin: join(dir, node.name, 'cni-bin'), varlib: join(dir, node.name, 'var-lib-cni'), run: node.dir };
     for (const d of Object.values(cni)) await mkdir(d, { recursive: true });
     cniOf.set(node, cni);
