@@ -80,7 +80,7 @@ async function clientComparison(etcd: EtcdServer): Promise<void> {
   }
   say('### etcd client: gRPC of weft\'s own (node:http2) vs the JSON gateway (node:http), `@grpc/grpc-js` and `etcd3`');
   say();
-  say(`Each client in a fresh Node ${process.version} process with the agent's V8 flags (${agentNodeFlags.join(' ')}); medians of ${runs} runs. "none" is the same probe with no client loaded.`);
+  say(`Each client in a fresh Node ${process.version} process with the agent's Node flags (${agentNodeFlags.join(' ')}); medians of ${runs} runs. "none" is the same probe with no client loaded.`);
   say(`Leases: a first read, then every lease under a prefix holding 1000 or 5000 vxlan leases, read and kept. Watch: ${events} single-key writes made before the watch opens, then the time to receive the whole backlog. Resident memory as total (anonymous + file-backed).`);
   say();
   say('| client | leases | start-up to first answer (ms) | RSS connected (MB) | list (ms) | RSS holding the leases (MB) | watch backlog of 5000 events (ms) | RSS after the watch (MB) |');

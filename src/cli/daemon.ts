@@ -274,8 +274,8 @@ class Agent {
       // In etcd mode a collection: the listing read for what this node published before is
       // garbage now, and the allocation lists every lease again; left to V8, the two listings'
       // objects stacked up in the old generation (13 MB with 5000 leases), which was the start's
-      // peak. The code stays mapped here (the lease and the burst run next; the release after
-      // the burst unmaps it): unmapping it cost this critical path time and the peak nothing
+      // peak. The code stays mapped here (the lease and the burst run next; the burst's start
+      // unmaps it): unmapping it here cost this critical path time and the peak nothing
       // (docs/benchmarks.md). Kube mode read its own Node from the informer's cache: nothing to
       // collect, and the informer's start-up code goes.
       if (etcd) releaseMemory();

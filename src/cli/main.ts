@@ -2,7 +2,7 @@
  * The `weft` executable: `main(argv, env)` returns the exit code. The only module that touches
  * process.exit, process.argv, process.env and signals.
  */
-import { closeSync, readFileSync, statSync } from 'node:fs';
+import { accessSync, closeSync, constants, readFileSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { FdHandover, handoverEnv } from '../core/handover.js';
 import { ErrorCodes, WeftError, errorMessage, isWeftError } from '../core/errors.js';
@@ -178,7 +178,8 @@ export async function runProcess(): Promise<void> {
   const handover = new FdHandover(process.env[handoverEnv]);
   delete process.env[handoverEnv];
   // Before any TLS connection: OpenSSL reads these when it first needs the default CAs.
-  Object.assign(process.env, systemRootsEnv(process.env, isFile));
+  const trust = systemRootsEnv(process.env, readableFile);
+  Object.assign(process.env, trust);
   let restart = false;
   // The first signal shuts down cleanly; a second one gets the default behaviour (exit at once).
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => ctl.abort());
@@ -196,7 +197,10 @@ export async function runProcess(): Promise<void> {
     process.stderr.write(`weft: restarting (${process.execPath} ${argv.join(' ')})${passed ? `, handing over ${passed}` : ''}\n`);
     try {
       if (!process.execve) throw new WeftError(ErrorCodes.INTERNAL, 'this Node.js has no process.execve');
-      process.execve(process.execPath, restartArgv(), { ...process.env, ...(passed ? { [handoverEnv]: passed } : {}) });
+      // Without what this process filled in: the restarted agent chooses the bundle again (it may have changed on disk).
+      const env: NodeJS.ProcessEnv = { ...process.env, ...(passed ? { [handoverEnv]: passed } : {}) };
+      for (const key of Object.keys(trust)) delete env[key];
+      process.execve(process.execPath, restartArgv(), env);
     } catch (err) {
       process.stderr.write(`weft: could not restart: ${errorMessage(err)}\n`);
       process.exitCode = 1;
@@ -206,11 +210,12 @@ export async function runProcess(): Promise<void> {
   process.exitCode = code;
 }
 
-function isFile(path: string): boolean {
+function readableFile(path: string): boolean {
   try {
+    accessSync(path, constants.R_OK);
     return statSync(path).isFile();
   } catch {
-    return false; // absent, unreadable or under a file: not a bundle here, as for Go
+    return false; // absent, unreadable or under a file: Go tries the next bundle
   }
 }
 

@@ -21,8 +21,9 @@ test('the first bundle of Go\'s list that is a file, and Go\'s directories', () 
   assert.ok(Object.isFrozen(systemBundles) && Object.isFrozen(systemCertDirs));
 });
 
-test('what the operator set stays theirs, even when empty', () => {
+test('what the operator set stays theirs; set to nothing is not set, as for Go', () => {
   assert.deepEqual(systemRootsEnv({ SSL_CERT_FILE: '/mine.pem' }, () => true), { SSL_CERT_DIR: '/etc/ssl/certs:/etc/pki/tls/certs' });
   assert.deepEqual(systemRootsEnv({ SSL_CERT_DIR: '/my/certs' }, () => true), { SSL_CERT_FILE: '/etc/ssl/certs/ca-certificates.crt' });
-  assert.deepEqual(systemRootsEnv({ SSL_CERT_FILE: '', SSL_CERT_DIR: '' }, () => true), {});
+  assert.deepEqual(systemRootsEnv({ SSL_CERT_FILE: '/mine.pem', SSL_CERT_DIR: '/my/certs' }, () => true), {});
+  assert.deepEqual(systemRootsEnv({ SSL_CERT_FILE: '', SSL_CERT_DIR: '' }, () => true), { SSL_CERT_FILE: '/etc/ssl/certs/ca-certificates.crt', SSL_CERT_DIR: '/etc/ssl/certs:/etc/pki/tls/certs' });
 });

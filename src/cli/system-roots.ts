@@ -28,16 +28,20 @@ export const systemBundles: readonly string[] = Object.freeze([
 export const systemCertDirs: readonly string[] = Object.freeze(['/etc/ssl/certs', '/etc/pki/tls/certs']);
 
 /**
- * What to add to the environment so that OpenSSL's default paths are Go's: SSL_CERT_FILE as the
- * first bundle that exists, unless set; SSL_CERT_DIR as Go's directories, unless set. A variable
- * the operator set (even to nothing) stays theirs, as it does for Go.
+ * What to set in the environment so that OpenSSL's default paths are Go's: SSL_CERT_FILE as the
+ * first bundle `readable` accepts, SSL_CERT_DIR as Go's directories, each unless the operator set
+ * it. Set to nothing counts as not set, as for Go (OpenSSL would take "" for a path and trust
+ * nothing).
+ *
+ * One difference stays: Go reads every file of a directory, OpenSSL only the subject-hash names
+ * (`openssl rehash` or c_rehash makes them; Debian's and Alpine's update-ca-certificates do).
  */
-export function systemRootsEnv(env: Readonly<Record<string, string | undefined>>, isFile: (path: string) => boolean): { SSL_CERT_FILE?: string; SSL_CERT_DIR?: string } {
+export function systemRootsEnv(env: Readonly<Record<string, string | undefined>>, readable: (path: string) => boolean): { SSL_CERT_FILE?: string; SSL_CERT_DIR?: string } {
   const out: { SSL_CERT_FILE?: string; SSL_CERT_DIR?: string } = {};
-  if (env['SSL_CERT_FILE'] === undefined) {
-    const bundle = systemBundles.find(isFile);
+  if (!env['SSL_CERT_FILE']) {
+    const bundle = systemBundles.find(readable);
     if (bundle !== undefined) out.SSL_CERT_FILE = bundle;
   }
-  if (env['SSL_CERT_DIR'] === undefined) out.SSL_CERT_DIR = systemCertDirs.join(':');
+  if (!env['SSL_CERT_DIR']) out.SSL_CERT_DIR = systemCertDirs.join(':');
   return out;
 }

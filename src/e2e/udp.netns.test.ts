@@ -134,6 +134,8 @@ test('udp: a graceful restart (SIGHUP) loses no packet; SIGKILL loses only what 
   const [n1, n2] = cluster.nodes as [ClusterNode, ClusterNode];
   const device = await tun(n2);
   const pid = n2.agent!.pid!;
+  const trustVars = async (): Promise<string[]> => (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0').filter((v) => v.startsWith('SSL_CERT_'));
+  assert.deepEqual(await trustVars(), [], 'the harness starts agents without SSL_CERT_*');
 
   const graceful = await pingThrough(n1.pods[0]!, n2.pods[0]!.ip, 400, async () => {
     process.kill(pid, 'SIGHUP');
@@ -144,6 +146,8 @@ test('udp: a graceful restart (SIGHUP) loses no packet; SIGKILL loses only what 
   const counters = JSON.stringify(((await cluster.health(n2, healthPort, '/status')).body as { packets?: unknown }).packets);
   assert.equal(graceful.sent - graceful.received, 0, `a graceful restart lost ${graceful.sent - graceful.received} of ${graceful.sent} packets; the new agent's forwarder: ${counters}`);
   assert.equal(n2.agent?.pid, pid, 'the same process, re-executed');
+  // What the agent filled in for OpenSSL (system-roots.ts) is chosen again, not handed on as the operator's.
+  assert.deepEqual(await trustVars(), [], 'the re-executed agent\'s environment has no SSL_CERT_* it did not get');
   assert.equal((await tun(n2))?.index, device?.index, 'the same device');
 
   let gapMs = 0;

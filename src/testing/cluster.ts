@@ -313,10 +313,10 @@ export class Cluster {
     const iface = extra.some((a) => /^--?(iface|public-ip)/.test(a)) ? [] : ['--iface=eth0'];
     const args = [...command, ...registry, `--subnet-file=${node.subnetFile}`, ...iface, '--iptables-resync=1', ...this.#agentFlags, ...extra];
     // Agents notify only the socket a test gives them, never a systemd the tests run under; and
-    // they trust only the CAs their kubeconfig names, not extra ones this machine's tools get.
+    // they trust the CAs their kubeconfig names, else the system's as a node's agent finds them,
+    // not what this machine's tools are told to trust.
     const inherited = { ...process.env };
-    delete inherited['NOTIFY_SOCKET'];
-    delete inherited['NODE_EXTRA_CA_CERTS'];
+    for (const key of ['NOTIFY_SOCKET', 'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR']) delete inherited[key];
     // Each node its own WireGuard key and UAPI sockets: flannel's /run/flannel/wgkey and wg's
     // /var/run/wireguard are one directory for every namespace.
     const child = this.#spawn(node.ns, bin, `${node.name}.log`, args, { ...inherited, NODE_NAME: node.name, WIREGUARD_KEY_FILE: join(node.dir, 'wgkey'), WEFT_WIREGUARD_SOCKET_DIR: join(node.dir, 'wireguard'), ...env });
