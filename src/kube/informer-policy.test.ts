@@ -63,6 +63,14 @@ function scriptedApi() {
   return api satisfies ResourceApi;
 }
 
+/** Lists thing a=1 at version 5, then watches through the queue it returns. */
+function listsOneThenWatches(api: ReturnType<typeof scriptedApi>): AsyncQueue<WatchEvent | Error | 'end'> {
+  api.onList = () => ({ rv: '5', items: [{ name: 'a', value: '1' }] });
+  const watch = new AsyncQueue<WatchEvent | Error | 'end'>();
+  api.onWatch = () => watch;
+  return watch;
+}
+
 function run(t: { after(fn: () => Promise<void>): void }, api: ResourceApi, clock: ManualClock) {
   const log = recordingLogger();
   const ctl = new AbortController();
@@ -159,9 +167,7 @@ test('a failure no retry mends (a request refused as invalid, a bug) ends run wi
 test('events change the cache once each; an update that changes nothing kept is no change; bookmarks move the resume point', async (t) => {
   const clock = new ManualClock();
   const api = scriptedApi();
-  api.onList = () => ({ rv: '5', items: [{ name: 'a', value: '1' }] });
-  const watch = new AsyncQueue<WatchEvent | Error | 'end'>();
-  api.onWatch = () => watch;
+  const watch = listsOneThenWatches(api);
   const { informer } = run(t, api, clock);
   const ctl = new AbortController();
   t.after(async () => ctl.abort());
@@ -212,9 +218,7 @@ test('whenSynced, observe and contactAt: what readers see before the first list,
     await listed;
     return list(...args);
   };
-  api.onList = () => ({ rv: '5', items: [{ name: 'a', value: '1' }] });
-  const watch = new AsyncQueue<WatchEvent | Error | 'end'>();
-  api.onWatch = () => watch;
+  const watch = listsOneThenWatches(api);
   const { informer } = run(t, api, clock);
   const early = new AbortController();
   const gaveUp = informer.whenSynced(early.signal);
@@ -255,9 +259,7 @@ test('whenSynced, observe and contactAt: what readers see before the first list,
 test('an answer that arrives after the watch brought a later change of its object leaves the cache as the watch made it', async (t) => {
   const clock = new ManualClock();
   const api = scriptedApi();
-  api.onList = () => ({ rv: '5', items: [{ name: 'a', value: '1' }] });
-  const watch = new AsyncQueue<WatchEvent | Error | 'end'>();
-  api.onWatch = () => watch;
+  const watch = listsOneThenWatches(api);
   const { informer } = run(t, api, clock);
   await informer.whenSynced(AbortSignal.timeout(5000));
   const seen: string[] = [];
