@@ -74,7 +74,8 @@ async function benchCluster(registry: Registry, peers: number): Promise<Cluster>
   if (registry === 'etcd' || registry === 'dual') {
     const dual = registry === 'dual';
     const cluster = await Cluster.create({ nodes: 1, config: dual ? dualConfig : set.config, ...(dual ? { ipv6: true } : {}) });
-    await cluster.putMany(Array.from({ length: peers }, (_, i) => (dual ? dualLease(i) : [set.key(i), leaseValue(i)])));
+    // With flanneld's 24 h TTL, as every lease flanneld writes has: a peer's lease reads back with its etcd lease ID.
+    await cluster.putMany(Array.from({ length: peers }, (_, i) => (dual ? dualLease(i) : [set.key(i), leaseValue(i)])), { ttlSeconds: 86_400 });
     return cluster;
   }
   const cluster = await Cluster.create({ nodes: 1, config: set.config, kube: { podCidr: () => set.subnet(peers + 999), kubeconfigJson: true } });

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
 import type { Lease, LeaseEvent } from '../lease/lease.js';
+import { LeaseTracker } from '../lease/lease-tracker.js';
 import type { RouteInfo } from '../netlink/netlink.js';
 import { FakeNetlink } from '../testing/fake-netlink.js';
 import { collectGarbage } from '../testing/gc.js';
@@ -180,6 +181,20 @@ test('a removed peer takes exactly its own entries out, last kind first', async 
   events.push([{ type: 'removed', lease: lease(3) }]);
   await waitUntil('peer 3 is gone', () => counts().routes === 1 && counts().neighbours === 1 && counts().fdb === 1);
   assert.deepEqual(nl.writes.slice(before).map((w) => w.split(' ')[0]), ['deleteRoute', 'deleteFdb', 'deleteNeighbour']);
+  assert.ok(nl.routeTable.has('198.18.2.0/24'));
+});
+
+test('events as the etcd lease watch hands them, each with its subnet key: a change and a removal act on the one peer', async (t) => {
+  const tracker = new LeaseTracker();
+  const { nl, events, counts } = start(t, []);
+  events.push(tracker.reset([lease(2), lease(3)]));
+  await waitUntil('programmed', () => counts().routes === 2);
+  events.push([tracker.put(lease(3, mac(33)))!]);
+  await waitUntil('the new VtepMAC is in', () => nl.fdbTable.has(`${dev} ${mac(33)}`));
+  assert.deepEqual(counts(), { routes: 2, neighbours: 2, fdb: 2 }, 'the changed lease is still one peer');
+  assert.ok(!nl.fdbTable.has(`${dev} ${mac(3)}`));
+  events.push([tracker.remove(lease(3).subnet)!]);
+  await waitUntil('peer 3 is gone', () => counts().routes === 1 && counts().fdb === 1 && counts().neighbours === 1);
   assert.ok(nl.routeTable.has('198.18.2.0/24'));
 });
 

@@ -238,7 +238,7 @@ export class Reconciler {
     releaseMemory({ code: true });
     // Oldest first, so that of two leases claiming one thing the established one keeps it.
     for (const event of [...batch].sort(byCreation)) {
-      const key = formatSubnetKey(event.lease.subnet);
+      const key = event.key ?? formatSubnetKey(event.lease.subnet);
       const program = event.type === 'added' ? this.#program(key, event.lease) : undefined;
       if (program) this.#setPeer(key, event.lease, program);
       else this.#deletePeer(key);
@@ -261,7 +261,7 @@ export class Reconciler {
     const toAdd: Written[] = [];
     const toRemove: Written[] = [];
     for (const event of batch) {
-      const key = formatSubnetKey(event.lease.subnet);
+      const key = event.key ?? formatSubnetKey(event.lease.subnet);
       const old = this.#peers.get(key);
       if (event.type === 'removed') {
         this.#refused.delete(key);

@@ -56,7 +56,8 @@ function assertEntries(have: Entries, want: Entries): void {
 test(`an agent joining ${peers} vxlan leases programs every route, neighbour and FDB entry, then follows a change and a removal`, { skip, timeout: 300_000 }, async (t) => {
   const cluster = await Cluster.create({ nodes: 1, config: `{"Network":"198.18.0.0/15","SubnetLen":${len},"Backend":{"Type":"vxlan"}}` });
   t.after(() => cluster.destroy());
-  await cluster.putMany(Array.from({ length: peers }, (_, i) => [peerLeaseKey(i, len), peerLease(i)] as const));
+  // With flanneld's 24 h TTL, as flanneld writes every lease.
+  await cluster.putMany(Array.from({ length: peers }, (_, i) => [peerLeaseKey(i, len), peerLease(i)] as const), { ttlSeconds: 86_400 });
   const node = cluster.nodes[0]!;
   cluster.startAgent(node);
   await waitUntil('the agent programs its peers', () => node.log.includes('"msg":"initial peers programmed"'), 180_000).catch((err: unknown) => {

@@ -72,13 +72,16 @@ export function decodeLeaseAttrs(text: string): LeaseAttrs {
         break;
     }
   }
-  return {
-    ...(publicIp ? { publicIp } : {}),
-    ...(publicIpv6 ? { publicIpv6 } : {}),
-    ...(backendType !== undefined ? { backendType } : {}),
-    ...(backendData !== undefined ? { backendData } : {}),
-    ...(backendV6Data !== undefined ? { backendV6Data } : {}),
-  };
+  // Set member by member on `{}`, which V8 gives four members' room in the object itself: the
+  // spreads this replaces left an IPv4 peer's three in a separate array (24 bytes more a peer,
+  // held for its life). Only what is present is set, in this order, as before.
+  const attrs: { -readonly [K in keyof LeaseAttrs]: LeaseAttrs[K] } = {};
+  if (publicIp) attrs.publicIp = publicIp;
+  if (publicIpv6) attrs.publicIpv6 = publicIpv6;
+  if (backendType !== undefined) attrs.backendType = backendType;
+  if (backendData !== undefined) attrs.backendData = backendData;
+  if (backendV6Data !== undefined) attrs.backendV6Data = backendV6Data;
+  return attrs;
 }
 
 /**

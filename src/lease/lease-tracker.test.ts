@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { LeaseTracker } from './lease-tracker.js';
 import { type Lease, formatSubnetPair } from './lease.js';
+import { formatSubnetKey } from './subnet-key.js';
 import { parseCidr } from '../ip/cidr.js';
 import { parseIp } from '../ip/ip.js';
 
@@ -39,4 +40,16 @@ test('dual-stack leases are keyed by both subnets', () => {
   t.put(lease('198.18.1.0/24', '203.0.113.1'));
   assert.equal(t.size, 2);
   assert.ok(t.get(dual.subnet));
+});
+
+test('every event carries the subnet key the lease is known by', () => {
+  const t = new LeaseTracker();
+  const keys = (events: Array<{ lease: Lease; key: string }>) => events.map((e) => [e.key, formatSubnetKey(e.lease.subnet)]);
+  const a = lease('198.18.1.0/24', '203.0.113.1');
+  const b = lease('198.18.2.0/24', '203.0.113.2');
+  assert.deepEqual(keys(t.reset([a, b])), [['198.18.1.0-24', '198.18.1.0-24'], ['198.18.2.0-24', '198.18.2.0-24']]);
+  assert.deepEqual(keys(t.reset([lease('198.18.2.0/24', '203.0.113.9')])), [['198.18.1.0-24', '198.18.1.0-24'], ['198.18.2.0-24', '198.18.2.0-24']]);
+  assert.deepEqual(keys([t.put(lease('198.18.3.0/24', '203.0.113.3'))!]), [['198.18.3.0-24', '198.18.3.0-24']]);
+  assert.deepEqual(keys([t.remove({ ipv4: parseCidr('198.18.3.0/24') })!]), [['198.18.3.0-24', '198.18.3.0-24']]);
+  assert.deepEqual([...t.reset([])].map((e) => e.key), ['198.18.2.0-24']);
 });

@@ -8,7 +8,8 @@
 import { formatSubnetKey } from './subnet-key.js';
 import { type Lease, type SubnetPair, leaseAttrsEqual } from './lease.js';
 
-export type TrackedEvent<L extends Lease> = { readonly type: 'added'; readonly lease: L } | { readonly type: 'removed'; readonly lease: L };
+/** A change, with its subnet key (LeaseEvent's `key`): for a lease new to the tracker, the very string the tracker keeps. */
+export type TrackedEvent<L extends Lease> = { readonly type: 'added' | 'removed'; readonly lease: L; readonly key: string };
 
 export class LeaseTracker<L extends Lease = Lease> {
   readonly #known = new Map<string, L>();
@@ -22,20 +23,25 @@ export class LeaseTracker<L extends Lease = Lease> {
     return this.#known.get(formatSubnetKey(subnet));
   }
 
-  /** Replaces the whole set; events say what differs (removals first). */
+  /**
+   * Replaces the whole set; events say what differs (removals first). A key still known keeps the
+   * string it was first set with (Map.set on a known key keeps its key), which whoever took it
+   * from the event that added the lease holds too: a re-listing adds no third copy.
+   */
   reset(leases: Iterable<L>): Array<TrackedEvent<L>> {
     const next = new Map<string, L>();
     for (const lease of leases) next.set(formatSubnetKey(lease.subnet), lease);
     const events: Array<TrackedEvent<L>> = [];
     for (const [key, old] of this.#known) {
-      if (!next.has(key)) events.push({ type: 'removed', lease: old });
+      if (next.has(key)) continue;
+      events.push({ type: 'removed', lease: old, key });
+      this.#known.delete(key);
     }
     for (const [key, lease] of next) {
       const old = this.#known.get(key);
-      if (!old || !leaseAttrsEqual(old.attrs, lease.attrs)) events.push({ type: 'added', lease });
+      if (!old || !leaseAttrsEqual(old.attrs, lease.attrs)) events.push({ type: 'added', lease, key });
+      this.#known.set(key, lease);
     }
-    this.#known.clear();
-    for (const [key, lease] of next) this.#known.set(key, lease);
     return events;
   }
 
@@ -44,7 +50,7 @@ export class LeaseTracker<L extends Lease = Lease> {
     const key = formatSubnetKey(lease.subnet);
     const old = this.#known.get(key);
     this.#known.set(key, lease);
-    return old && leaseAttrsEqual(old.attrs, lease.attrs) ? undefined : { type: 'added', lease };
+    return old && leaseAttrsEqual(old.attrs, lease.attrs) ? undefined : { type: 'added', lease, key };
   }
 
   /** Forgets a subnet; the event carries the last attributes seen, so entries can be undone. */
@@ -53,6 +59,6 @@ export class LeaseTracker<L extends Lease = Lease> {
     const old = this.#known.get(key);
     if (!old) return undefined;
     this.#known.delete(key);
-    return { type: 'removed', lease: old };
+    return { type: 'removed', lease: old, key };
   }
 }

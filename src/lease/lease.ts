@@ -39,8 +39,14 @@ export interface Lease {
   readonly created?: number;
 }
 
-/** Peer lease changes, in registry order. `removed` carries the last attributes that were seen. */
-export type LeaseEvent = { readonly type: 'added'; readonly lease: Lease } | { readonly type: 'removed'; readonly lease: Lease };
+/**
+ * Peer lease changes, in registry order. `removed` carries the last attributes that were seen.
+ * `key`, where the source has it, is the lease's subnet key (formatSubnetKey) as the source keeps
+ * it: whoever keeps the peer by that key holds the same string, not a second copy (32 bytes a
+ * peer, docs/benchmarks.md). A lease that changes comes with a new string, which the source does
+ * not keep (a Map keeps the key it was first given): that peer then costs the second copy again.
+ */
+export type LeaseEvent = { readonly type: 'added' | 'removed'; readonly lease: Lease; readonly key?: string };
 
 export function subnetPairEquals(a: SubnetPair, b: SubnetPair): boolean {
   const same = (x: Cidr | undefined, y: Cidr | undefined): boolean => (x && y ? cidrEquals(x, y) : x === y);

@@ -165,3 +165,24 @@ test('a watch of one subnet sees that subnet only', async (t) => {
   await settle();
   assert.deepEqual(w.batches, [['added 2'], ['removed 2']]);
 });
+
+test('unguarded, every lease comes without the write guards, from the listing and from the watch; guarded, with them', async (t) => {
+  const clock = new ManualClock();
+  const registry = new MemoryRegistry({ clock });
+  registry.write(subnet(1), attrs(1), 600);
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const members: string[][] = [];
+  const guarded: string[][] = [];
+  void (async () => {
+    for await (const batch of watchLeaseSet({ registry, log: recordingLogger(), clock, signal: ctl.signal, guards: false })) for (const e of batch) members.push(Object.keys(e.lease).sort());
+  })();
+  void (async () => {
+    for await (const batch of watchLeaseSet({ registry, log: recordingLogger(), clock, signal: ctl.signal })) for (const e of batch) guarded.push(Object.keys(e.lease).sort());
+  })();
+  await settle();
+  registry.write(subnet(2), attrs(2), 600);
+  await settle();
+  assert.deepEqual(members, [['attrs', 'created', 'subnet'], ['attrs', 'created', 'subnet']], 'the listing\'s lease and the watched one');
+  assert.deepEqual(guarded, [['attrs', 'created', 'expiresAt', 'modRevision', 'subnet', 'ttlLease'], ['attrs', 'created', 'expiresAt', 'modRevision', 'subnet', 'ttlLease']]);
+});

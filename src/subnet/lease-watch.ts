@@ -14,8 +14,8 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { ErrorCodes, isWeftError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { LeaseTracker, type TrackedEvent } from '../lease/lease-tracker.js';
-import type { SubnetPair } from '../lease/lease.js';
-import type { LeaseSnapshot, Registry, StoredLease } from './registry.js';
+import type { Lease, SubnetPair } from '../lease/lease.js';
+import type { LeaseSnapshot, Registry, RegistryBatch, StoredLease, Unguarded } from './registry.js';
 
 export interface LeaseWatchOptions {
   readonly registry: Registry;
@@ -31,11 +31,20 @@ export type LeaseWatchEvent = TrackedEvent<StoredLease>;
 
 /**
  * Yields batches of events: first the initial snapshot (possibly empty), then every change.
- * Returns when `signal` aborts; registry failures are retried, never thrown.
+ * Returns when `signal` aborts; registry failures are retried, never thrown. Unguarded (`guards:
+ * false`), the leases come without what only a write needs (registry.ts).
  */
-export async function* watchLeaseSet(options: LeaseWatchOptions): AsyncGenerator<LeaseWatchEvent[]> {
+export function watchLeaseSet(options: LeaseWatchOptions & Unguarded): AsyncGenerator<Array<TrackedEvent<Lease>>>;
+export function watchLeaseSet(options: LeaseWatchOptions): AsyncGenerator<LeaseWatchEvent[]>;
+export async function* watchLeaseSet(options: LeaseWatchOptions & { guards?: false }): AsyncGenerator<Array<TrackedEvent<Lease>>> {
   const { registry, log, signal } = options;
-  const tracker = new LeaseTracker<StoredLease>();
+  // One body for both overloads: the guarded one's StoredLease holds because both reads below are
+  // guarded unless the options say otherwise.
+  const tracker = new LeaseTracker<Lease>();
+  const only = options.subnet ? { subnet: options.subnet } : {};
+  const list = (): Promise<LeaseSnapshot<Lease>> => (options.guards === false ? registry.getLeases({ ...only, guards: false, signal }) : registry.getLeases({ ...only, signal }));
+  const watch = (fromRevision: number): AsyncIterable<RegistryBatch<Lease>> =>
+    options.guards === false ? registry.watchLeases({ fromRevision, ...only, guards: false, signal }) : registry.watchLeases({ fromRevision, ...only, signal });
   const backoff = new Backoff({ maxMs: 30_000, ...options.backoff });
   let first = true;
   /** Failed attempts in a row; the first is logged, the rest only counted. */
@@ -44,23 +53,19 @@ export async function* watchLeaseSet(options: LeaseWatchOptions): AsyncGenerator
     try {
       // The listing and its events are let go once handed on: a suspended generator keeps its
       // locals alive, and this one stays suspended for as long as the watch is quiet.
-      let snap: LeaseSnapshot | undefined = await registry.getLeases({ ...(options.subnet ? { subnet: options.subnet } : {}), signal });
+      let snap: LeaseSnapshot<Lease> | undefined = await list();
       if (failures > 0) log.info({ failures }, 'lease watch is back: the registry answered the listing');
       failures = 0;
       let revision = snap.revision;
-      let events: LeaseWatchEvent[] | undefined = tracker.reset(snap.leases);
+      let events: Array<TrackedEvent<Lease>> | undefined = tracker.reset(snap.leases);
       snap = undefined;
       if (first || events.length > 0) yield events;
       events = undefined;
       first = false;
-      for await (const batch of registry.watchLeases({
-        fromRevision: revision + 1,
-        ...(options.subnet ? { subnet: options.subnet } : {}),
-        signal,
-      })) {
+      for await (const batch of watch(revision + 1)) {
         revision = batch.revision;
         backoff.reset();
-        const out: LeaseWatchEvent[] = [];
+        const out: Array<TrackedEvent<Lease>> = [];
         for (const ev of batch.events) {
           const e = ev.type === 'delete' ? tracker.remove(ev.subnet) : tracker.put(ev.lease);
           if (e) out.push(e);

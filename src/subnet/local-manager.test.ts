@@ -95,6 +95,12 @@ test('peers are handed on with the registry\'s creation order, which the reconci
   const created = (subnet: string): number | undefined => view.peers.get(subnet)?.created;
   assert.deepEqual([created('198.18.200.0/24'), created('198.18.100.0/24')], [older.created, newer.created]);
   assert.ok(older.created! < newer.created!);
+  // Without the write guards, which only the node's own lease needs: also a peer with a TTL
+  // lease (as flanneld writes every lease), whose etcd lease ID the peer would hold for its life.
+  const timed = await registry.createLease({ ipv4: parseCidr('198.18.150.0/24') }, attrsFor(4), { ttlSeconds: 600, signal: h.signal });
+  assert.notEqual(timed.ttlLease, '0');
+  await waitUntil('the third peer seen', () => view.peers.size === 3);
+  for (const lease of view.peers.values()) assert.deepEqual(Object.keys(lease).sort(), ['attrs', 'created', 'subnet']);
 });
 
 test('the value written is flannel\'s JSON byte for byte, under flannel\'s key', async (t) => {

@@ -212,11 +212,12 @@ export class LocalManager implements SubnetManager {
   }
 
   async *watchLeases(signal: AbortSignal): AsyncGenerator<LeaseEvent[]> {
-    // Peers are passed on as the registry decoded them: what they may hold is checked in one
-    // place for every registry, by the backend (backend/peer-checks.ts).
+    // Peers are passed on as the registry decoded them, without the write guards (unguarded: no
+    // peer's lease is written from here): what they may hold is checked in one place for every
+    // registry, by the backend (backend/peer-checks.ts).
     // Each batch is let go once handed on (core/values.ts): the first is every peer, and this
     // generator stays suspended for as long as the registry is quiet.
-    const batches = new Values(watchLeaseSet({ registry: this.#registry, log: this.#log, clock: this.#clock, signal }));
+    const batches = new Values(watchLeaseSet({ registry: this.#registry, log: this.#log, clock: this.#clock, signal, guards: false }));
     try {
       for (let first = true; ; first = false) {
         let batch = await batches.next();

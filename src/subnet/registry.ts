@@ -14,19 +14,30 @@ export interface StoredLease extends Lease {
   readonly expiresAt?: number;
 }
 
-export interface LeaseSnapshot {
-  readonly leases: readonly StoredLease[];
+export interface LeaseSnapshot<L extends Lease = StoredLease> {
+  readonly leases: readonly L[];
   /** The registry revision the snapshot was read at: watch from `revision + 1`. */
   readonly revision: number;
 }
 
-export type RegistryEvent =
-  | { readonly type: 'put'; readonly lease: StoredLease }
+export type RegistryEvent<L extends Lease = StoredLease> =
+  | { readonly type: 'put'; readonly lease: L }
   | { readonly type: 'delete'; readonly subnet: SubnetPair };
 
-export interface RegistryBatch {
+export interface RegistryBatch<L extends Lease = StoredLease> {
   readonly revision: number;
-  readonly events: readonly RegistryEvent[];
+  readonly events: ReadonlyArray<RegistryEvent<L>>;
+}
+
+/**
+ * Asks a read for leases without their write guards (`modRevision`, `ttlLease`): the peers'
+ * watch, which never writes a peer's lease, keeps each for the peer's life, and an etcd lease ID
+ * is a string of up to 20 digits (56 bytes a peer with the guards' two members, docs/benchmarks.md).
+ * The unguarded overloads come first, so that options that may hold `guards: false` are never
+ * typed as guarded leases.
+ */
+export interface Unguarded {
+  readonly guards: false;
 }
 
 export interface WriteOptions {
@@ -40,6 +51,7 @@ export interface Registry {
   getNetworkConfig(signal: AbortSignal): Promise<string>;
 
   /** Every valid lease, or with `subnet` only that one (if present), at one revision. */
+  getLeases(options: { subnet?: SubnetPair; signal: AbortSignal } & Unguarded): Promise<LeaseSnapshot<Lease>>;
   getLeases(options: { subnet?: SubnetPair; signal: AbortSignal }): Promise<LeaseSnapshot>;
 
   /** Creates the lease only if its key does not exist; WEFT_ERR_SUBNET_TAKEN otherwise. */
@@ -59,6 +71,7 @@ export interface Registry {
    * WEFT_ERR_COMPACTED when `fromRevision` is gone and WEFT_ERR_UNAVAILABLE when the stream
    * breaks; it never ends otherwise until `signal` aborts.
    */
+  watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal } & Unguarded): AsyncIterable<RegistryBatch<Lease>>;
   watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal }): AsyncIterable<RegistryBatch>;
 
   /**

@@ -281,14 +281,21 @@ export class Cluster {
     return nsExec(this.sw, process.execPath, [adminScript, endpoints, op, key, ...(value === undefined ? [] : [value])], { env });
   }
 
-  /** Writes many keys at once (100 to a transaction), from a script in the switch namespace: thousands of leases in a second or two. */
-  async putMany(entries: ReadonlyArray<readonly [string, string]>): Promise<void> {
+  /**
+   * Writes many keys at once (100 to a transaction), from a script in the switch namespace: thousands
+   * of leases in a second or two. With `ttlSeconds`, each key is attached to an etcd lease of that
+   * TTL, as flanneld writes its lease (one etcd lease for all of them: each reads back as its own
+   * lease ID all the same).
+   */
+  async putMany(entries: ReadonlyArray<readonly [string, string]>, options: { ttlSeconds?: number } = {}): Promise<void> {
     const script = `
       const { EtcdGrpc } = await import(${JSON.stringify(fileURLToPath(new URL('../subnet/etcd/etcd-grpc.js', import.meta.url)))});
       const client = new EtcdGrpc({ endpoints: [${JSON.stringify(`http://127.0.0.1:${etcdPort}`)}] });
       let text = ''; for await (const c of process.stdin) text += c;
       const entries = JSON.parse(text);
-      for (let i = 0; i < entries.length; i += 100) await client.txn([], entries.slice(i, i + 100).map(([key, value]) => ({ put: { key, value } })), AbortSignal.timeout(10000));
+      const ttl = ${Number(options.ttlSeconds ?? 0)};
+      const lease = ttl > 0 ? (await client.leaseGrant(ttl, AbortSignal.timeout(10000))).id : undefined;
+      for (let i = 0; i < entries.length; i += 100) await client.txn([], entries.slice(i, i + 100).map(([key, value]) => ({ put: { key, value, ...(lease ? { lease } : {}) } })), AbortSignal.timeout(10000));
       client.close();`;
     await nsExec(this.sw, process.execPath, ['--input-type=module', '-e', script], { input: JSON.stringify(entries) });
   }

@@ -157,7 +157,8 @@ export class FakeNetlink implements Netlink {
 
   async replaceNeighbour(entry: NeighbourSpec): Promise<void> {
     this.#maybeFail('replaceNeighbour');
-    const info: NeighbourInfo = { ...entry, permanent: true };
+    // Only a neighbour's own members, as the kernel keeps them (vxlan hands one record that is also the FDB entry).
+    const info: NeighbourInfo = { index: entry.index, ip: entry.ip, mac: entry.mac, permanent: true };
     this.neighTable.set(neighId(entry.index, entry.ip), info);
     this.writes.push(`replaceNeighbour ${neighId(entry.index, entry.ip)}`);
     this.#notify({ kind: 'neigh', index: entry.index, deleted: false, entry: info });
@@ -175,7 +176,7 @@ export class FakeNetlink implements Netlink {
 
   async replaceFdb(entry: FdbSpec): Promise<void> {
     this.#maybeFail('replaceFdb');
-    const info: FdbInfo = { ...entry, permanent: true, self: true };
+    const info: FdbInfo = { index: entry.index, mac: entry.mac, dst: entry.dst, permanent: true, self: true };
     this.fdbTable.set(fdbId(entry.index, entry.mac), info);
     this.writes.push(`replaceFdb ${fdbId(entry.index, entry.mac)}`);
     this.#notify({ kind: 'fdb', index: entry.index, deleted: false, entry: info });

@@ -7,9 +7,9 @@
 import { AsyncQueue } from '../core/async-queue.js';
 import type { Clock } from '../core/clock.js';
 import { ErrorCodes, WeftError, type WeftErrorCode } from '../core/errors.js';
-import { type LeaseAttrs, type SubnetPair, subnetPairEquals } from '../lease/lease.js';
+import { type Lease, type LeaseAttrs, type SubnetPair, subnetPairEquals } from '../lease/lease.js';
 import { formatSubnetKey } from '../lease/subnet-key.js';
-import type { LeaseSnapshot, Registry, RegistryBatch, RegistryEvent, StoredLease, WriteOptions } from '../subnet/registry.js';
+import type { LeaseSnapshot, Registry, RegistryBatch, RegistryEvent, StoredLease, Unguarded, WriteOptions } from '../subnet/registry.js';
 
 type Method = 'getNetworkConfig' | 'getLeases' | 'createLease' | 'updateLease' | 'deleteLease' | 'watchLeases';
 
@@ -70,10 +70,12 @@ export class MemoryRegistry implements Registry {
     return this.config;
   }
 
-  async getLeases(options: { subnet?: SubnetPair; signal: AbortSignal }): Promise<LeaseSnapshot> {
+  getLeases(options: { subnet?: SubnetPair; signal: AbortSignal } & Unguarded): Promise<LeaseSnapshot<Lease>>;
+  getLeases(options: { subnet?: SubnetPair; signal: AbortSignal }): Promise<LeaseSnapshot>;
+  async getLeases(options: { subnet?: SubnetPair; signal: AbortSignal; guards?: false }): Promise<LeaseSnapshot<Lease>> {
     this.#call('getLeases');
     const leases = this.leases().filter((l) => !options.subnet || subnetPairEquals(l.subnet, options.subnet));
-    return { leases, revision: this.#revision };
+    return { leases: options.guards === false ? leases.map(unguarded) : leases, revision: this.#revision };
   }
 
   async createLease(subnet: SubnetPair, attrs: LeaseAttrs, options: WriteOptions): Promise<StoredLease> {
@@ -97,7 +99,9 @@ export class MemoryRegistry implements Registry {
     return true;
   }
 
-  async *watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal }): AsyncGenerator<RegistryBatch> {
+  watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal } & Unguarded): AsyncGenerator<RegistryBatch<Lease>>;
+  watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal }): AsyncGenerator<RegistryBatch>;
+  async *watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal; guards?: false }): AsyncGenerator<RegistryBatch<Lease>> {
     this.#call('watchLeases');
     if (options.fromRevision <= this.#compacted) throw new WeftError(ErrorCodes.COMPACTED, `revision ${options.fromRevision} is compacted`);
     const watcher: Watcher = { ...(options.subnet ? { subnet: options.subnet } : {}), queue: new AsyncQueue() };
@@ -115,7 +119,7 @@ export class MemoryRegistry implements Registry {
           throw err;
         }
         if (item instanceof WeftError) throw item;
-        yield item;
+        yield options.guards === false ? { revision: item.revision, events: item.events.map((e) => (e.type === 'put' ? { type: 'put', lease: unguarded(e.lease) } : e)) } : item;
       }
     } finally {
       this.#watchers.delete(watcher);
@@ -194,4 +198,9 @@ export class MemoryRegistry implements Registry {
 function matches(w: Watcher, event: RegistryEvent): boolean {
   const subnet = event.type === 'put' ? event.lease.subnet : event.subnet;
   return !w.subnet || subnetPairEquals(w.subnet, subnet);
+}
+
+/** A lease as an unguarded read gives it, as the etcd registry does: no write guards, no expiry. */
+function unguarded(l: StoredLease): Lease {
+  return l.created !== undefined ? { subnet: l.subnet, attrs: l.attrs, created: l.created } : { subnet: l.subnet, attrs: l.attrs };
 }

@@ -8,9 +8,9 @@ import { Backoff } from '../../core/backoff.js';
 import { ErrorCodes, WeftError, isWeftError } from '../../core/errors.js';
 import { type Logger, silentLogger } from '../../core/log.js';
 import { decodeLeaseAttrs, encodeLeaseAttrs } from '../../lease/lease-codec.js';
-import type { LeaseAttrs, SubnetPair } from '../../lease/lease.js';
+import type { Lease, LeaseAttrs, SubnetPair } from '../../lease/lease.js';
 import { formatSubnetKey, parseSubnetKey } from '../../lease/subnet-key.js';
-import type { LeaseSnapshot, Registry, RegistryBatch, RegistryEvent, StoredLease, WriteOptions } from '../registry.js';
+import type { LeaseSnapshot, Registry, RegistryBatch, RegistryEvent, StoredLease, Unguarded, WriteOptions } from '../registry.js';
 import type { EtcdClient, KeyValue } from './etcd-client.js';
 
 export const defaultEtcdPrefix = '/coreos.com/network';
@@ -92,11 +92,14 @@ export class EtcdRegistry implements Registry {
     }
   }
 
-  async getLeases(options: { subnet?: SubnetPair; signal: AbortSignal }): Promise<LeaseSnapshot> {
+  getLeases(options: { subnet?: SubnetPair; signal: AbortSignal } & Unguarded): Promise<LeaseSnapshot<Lease>>;
+  getLeases(options: { subnet?: SubnetPair; signal: AbortSignal }): Promise<LeaseSnapshot>;
+  async getLeases(options: { subnet?: SubnetPair; signal: AbortSignal; guards?: false }): Promise<LeaseSnapshot<Lease>> {
+    const guards = options.guards !== false;
     const pages = options.subnet
       ? this.#etcd.rangePages(this.subnetKey(options.subnet), { signal: options.signal })
       : this.#etcd.rangePages(this.#subnetsDir, { prefix: true, signal: options.signal });
-    const leases: StoredLease[] = [];
+    const leases: Lease[] = [];
     // A full listing says which skipped entries are gone (deleted while no watch ran).
     const gone = options.subnet ? undefined : new Set(this.#warned.keys());
     let revision = 0;
@@ -106,7 +109,7 @@ export class EtcdRegistry implements Registry {
       revision = page.revision;
       for (const kv of page.kvs) {
         gone?.delete(kv.key);
-        const lease = this.#decode(kv);
+        const lease = this.#decode(kv, guards);
         if (lease) leases.push(lease);
       }
     }
@@ -163,19 +166,22 @@ export class EtcdRegistry implements Registry {
     return this.#etcd.lastAlive();
   }
 
-  async *watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal }): AsyncGenerator<RegistryBatch> {
+  watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal } & Unguarded): AsyncGenerator<RegistryBatch<Lease>>;
+  watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal }): AsyncGenerator<RegistryBatch>;
+  async *watchLeases(options: { fromRevision: number; subnet?: SubnetPair; signal: AbortSignal; guards?: false }): AsyncGenerator<RegistryBatch<Lease>> {
+    const guards = options.guards !== false;
     const stream = options.subnet
       ? this.#etcd.watch(this.subnetKey(options.subnet), { startRevision: options.fromRevision, signal: options.signal })
       : this.#etcd.watch(this.#subnetsDir, { prefix: true, startRevision: options.fromRevision, signal: options.signal });
     for await (const batch of stream) {
-      const events: RegistryEvent[] = [];
+      const events: Array<RegistryEvent<Lease>> = [];
       for (const ev of batch.events) {
         if (ev.type === 'DELETE') {
           this.#warned.delete(ev.kv.key);
           const subnet = this.#subnetOf(ev.kv.key);
           if (subnet) events.push({ type: 'delete', subnet });
         } else {
-          const lease = this.#decode(ev.kv);
+          const lease = this.#decode(ev.kv, guards);
           if (lease) events.push({ type: 'put', lease });
         }
       }
@@ -210,7 +216,7 @@ export class EtcdRegistry implements Registry {
     return key.startsWith(this.#subnetsDir) ? parseSubnetKey(key.slice(this.#subnetsDir.length)) : undefined;
   }
 
-  #decode(kv: KeyValue): StoredLease | undefined {
+  #decode(kv: KeyValue, guards: boolean): StoredLease | Lease | undefined {
     const subnet = this.#subnetOf(kv.key);
     if (!subnet) {
       this.#warnOnce(kv, 'skipping a registry entry whose key is not a subnet key');
@@ -219,7 +225,8 @@ export class EtcdRegistry implements Registry {
     try {
       const attrs = decodeLeaseAttrs(kv.value);
       this.#warned.delete(kv.key);
-      return { subnet, attrs, modRevision: kv.modRevision, ttlLease: kv.lease, ...(kv.createRevision > 0 ? { created: kv.createRevision } : {}) };
+      if (guards) return { subnet, attrs, modRevision: kv.modRevision, ttlLease: kv.lease, ...(kv.createRevision > 0 ? { created: kv.createRevision } : {}) };
+      return kv.createRevision > 0 ? { subnet, attrs, created: kv.createRevision } : { subnet, attrs };
     } catch (err) {
       if (!isWeftError(err, ErrorCodes.LEASE_DECODE)) throw err;
       this.#warnOnce(kv, `skipping lease with an invalid value: ${err.message}`);
