@@ -18,10 +18,8 @@ interface Running {
   readonly batches: Change<NodeRecord>[][];
 }
 
-function start(t: { after(fn: () => void): void }, f: KubeFixture, options: { requestTimeoutMs?: number; watchTimeoutSeconds?: number; pageSize?: number } = {}): Running {
+function start(f: KubeFixture, options: { requestTimeoutMs?: number; watchTimeoutSeconds?: number; pageSize?: number } = {}): Running {
   const log = recordingLogger();
-  const ctl = new AbortController();
-  t.after(() => ctl.abort());
   const client = f.client({ log, ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}) });
   const informer = new Informer({
     api: client,
@@ -33,11 +31,11 @@ function start(t: { after(fn: () => void): void }, f: KubeFixture, options: { re
     watchTimeoutSeconds: () => options.watchTimeoutSeconds ?? 300,
     ...(options.pageSize ? { pageSize: options.pageSize } : {}),
   });
-  void informer.run(ctl.signal);
+  void informer.run(f.signal);
   const view = new Map<string, string>();
   const batches: Change<NodeRecord>[][] = [];
   void (async () => {
-    for await (const batch of informer.changes(ctl.signal)) {
+    for await (const batch of informer.changes(f.signal)) {
       batches.push(batch);
       for (const c of batch) {
         if (c.type === 'put') view.set(c.record.name, c.record.podCidrs[0] ?? '');
@@ -69,7 +67,7 @@ async function converged(f: KubeFixture, r: Running, what: string): Promise<void
 test('the first list comes in pages (resourceVersion=0, limit), the cache keeps only flannel annotations, and changes arrive once', async (t) => {
   const f = await startKubeFixture(t, { pageCap: 50 });
   addNodes(f, 120);
-  const r = start(t, f);
+  const r = start(f);
   await converged(f, r, 'synced');
   const lists = f.server.requests.filter((q) => q.url.startsWith('/api/v1/nodes?') && !q.url.includes('watch=true'));
   assert.equal(lists.length, 3);
@@ -87,7 +85,7 @@ test('a first list cut off mid-body is retried, logged once, and all 200 nodes a
   const f = await startKubeFixture(t);
   addNodes(f, 200);
   f.server.inject({ on: 'list', kind: 'cut', afterBytes: 20_000 });
-  const r = start(t, f);
+  const r = start(f);
   await converged(f, r, 'all 200 nodes');
   assert.equal(r.view.size, 200);
   const failures = r.log.lines.filter((l) => l.msg === 'node list/watch failed; listing again');
@@ -112,7 +110,7 @@ for (const [name, fault] of faults) {
   test(`${name}: the informer lists again and misses no change`, async (t) => {
     const f = await startKubeFixture(t);
     addNodes(f, 5);
-    const r = start(t, f, { requestTimeoutMs: 500 });
+    const r = start(f, { requestTimeoutMs: 500 });
     await converged(f, r, 'synced');
     f.server.inject(fault);
     // A list fault needs a list: a 410 on the next watch makes one. The open watch ends first.
@@ -136,8 +134,6 @@ test('a continue token that expires mid-list falls back to one unpaged list', as
   const f = await startKubeFixture(t, { pageCap: 2 });
   addNodes(f, 5);
   const log = recordingLogger();
-  const ctl = new AbortController();
-  t.after(() => ctl.abort());
   const client = f.client({ log });
   // Compact after the first page, as etcd's compaction would between two pages (as the second
   // is asked for, which may be while the first is still arriving).
@@ -154,8 +150,8 @@ test('a continue token that expires mid-list falls back to one unpaged list', as
     lastAlive: () => client.lastAlive(),
   };
   const informer = new Informer({ api, path: '/api/v1/nodes', decoder: new NodeRecords(P), what: 'node', log, backoff: { initialMs: 20, maxMs: 100 } });
-  void informer.run(ctl.signal);
-  await informer.whenSynced(ctl.signal);
+  void informer.run(f.signal);
+  await informer.whenSynced(f.signal);
   assert.equal(informer.size, 5);
   assert.ok(log.lines.some((l) => l.msg === 'node list: the continue token expired; listing again in one piece'));
 });
@@ -164,8 +160,6 @@ test('pages are asked for one ahead: the next goes out as soon as a page names i
   const f = await startKubeFixture(t, { pageCap: 2 });
   addNodes(f, 7);
   const log = recordingLogger();
-  const ctl = new AbortController();
-  t.after(() => ctl.abort());
   const client = f.client({ log });
   const order: string[] = [];
   let asked = 0;
@@ -187,8 +181,8 @@ test('pages are asked for one ahead: the next goes out as soon as a page names i
     lastAlive: () => client.lastAlive(),
   };
   const informer = new Informer({ api, path: '/api/v1/nodes', decoder: new NodeRecords(P), what: 'node', log });
-  void informer.run(ctl.signal);
-  await informer.whenSynced(ctl.signal);
+  void informer.run(f.signal);
+  await informer.whenSynced(f.signal);
   assert.equal(informer.size, 7);
   assert.equal(asked, 4, 'four pages of two, no more');
   assert.equal(most, 2, 'one page ahead, never more');
@@ -198,7 +192,7 @@ test('pages are asked for one ahead: the next goes out as soon as a page names i
 test('a clean end of the watch (its timeoutSeconds) resumes from the last resourceVersion without a list', async (t) => {
   const f = await startKubeFixture(t);
   addNodes(f, 3);
-  const r = start(t, f, { watchTimeoutSeconds: 1 });
+  const r = start(f, { watchTimeoutSeconds: 1 });
   await converged(f, r, 'synced');
   await waitUntil('two watches', () => f.server.requests.filter((q) => q.url.includes('watch=true')).length >= 2, 10_000);
   f.server.deleteNode('node-0');
@@ -209,7 +203,7 @@ test('a clean end of the watch (its timeoutSeconds) resumes from the last resour
 test('410 after a compaction: the relist\'s difference is delivered as changes, unchanged nodes are not', async (t) => {
   const f = await startKubeFixture(t);
   addNodes(f, 4);
-  const r = start(t, f);
+  const r = start(f);
   await converged(f, r, 'synced');
   const before = r.batches.length;
   // In one synchronous step, so the client cannot reconnect in between.
@@ -225,7 +219,7 @@ test('410 after a compaction: the relist\'s difference is delivered as changes, 
 test('the API server restarted with a change made while it was down: nothing is missed', async (t) => {
   const f = await startKubeFixture(t);
   addNodes(f, 4);
-  const r = start(t, f);
+  const r = start(f);
   await converged(f, r, 'synced');
   await f.restart({
     whileDown: (server) => {
@@ -242,7 +236,7 @@ test('an API server restored from older state (504: too large resourceVersion) i
   addNodes(f, 3);
   const old = structuredClone(f.server.store.toJSON());
   addNodes(f, 3, 3);
-  const r = start(t, f);
+  const r = start(f);
   await converged(f, r, 'synced');
   assert.equal(r.view.size, 6);
   await f.restart({ state: old });
@@ -256,11 +250,9 @@ test('a server that fails every watch soon after opening it gets growing waits, 
   const f = await startKubeFixture(t);
   addNodes(f, 2);
   const log = recordingLogger();
-  const ctl = new AbortController();
-  t.after(() => ctl.abort());
   const informer = new Informer({ api: f.client({ log }), path: '/api/v1/nodes', decoder: new NodeRecords(P), what: 'node', log, backoff: { initialMs: 20, maxMs: 100, random: () => 1 } });
-  void informer.run(ctl.signal);
-  await informer.whenSynced(ctl.signal);
+  void informer.run(f.signal);
+  await informer.whenSynced(f.signal);
   f.server.inject({ on: 'watch', kind: 'gone', times: 5 });
   f.server.dropWatches();
   await waitUntil('five failures', () => log.lines.filter((l) => l.msg === 'node watch expired (410 Gone); listing again').length === 5);

@@ -34,6 +34,11 @@ export interface KubeFixture {
   readonly tokenFile: string;
   /** Access as the agent: the CA and the token file. */
   readonly access: KubeAccess;
+  /**
+   * Aborted as the test ends, before the server closes and the token file goes: what runs against
+   * the fixture stops first, rather than failing on a missing token as the teardown proceeds.
+   */
+  readonly signal: AbortSignal;
   client(options?: Partial<KubeClientOptions>): KubeClient;
   /** Writes a new agent token and makes the server accept only it. */
   rotateToken(token: string): Promise<void>;
@@ -58,7 +63,9 @@ export async function startKubeFixture(t: TestContext, options: Omit<ApiServerOp
   const url = await server.listen();
   const port = Number(new URL(url).port);
   const clients: KubeClient[] = [];
+  const running = new AbortController();
   t.after(async () => {
+    running.abort();
     for (const c of clients) c.close();
     await server.close();
     await rm(dir, { recursive: true, force: true });
@@ -72,6 +79,7 @@ export async function startKubeFixture(t: TestContext, options: Omit<ApiServerOp
     ca: testCa,
     tokenFile,
     access,
+    signal: running.signal,
     client(o = {}) {
       const c = new KubeClient({ access, log: recordingLogger(), userAgent: 'weft-test', ...o });
       clients.push(c);

@@ -23,8 +23,6 @@ type TestContext = { after(fn: () => Promise<void> | void): void };
 
 async function setup(t: TestContext) {
   const f = await startKubeFixture(t);
-  const ctl = new AbortController();
-  t.after(() => ctl.abort());
   const manager = (nodeName: string | { podName: string; podNamespace: string }, log = recordingLogger(), conf = netConf) => {
     const m = new KubeManager({
       client: f.client({ log, requestTimeoutMs: 500 }),
@@ -35,10 +33,10 @@ async function setup(t: TestContext) {
       informer: { backoff: { initialMs: 20, maxMs: 100 } },
       retry: { initialMs: 20, maxMs: 100 },
     });
-    void m.run(ctl.signal);
+    void m.run(f.signal);
     return m;
   };
-  return { f, manager, signal: ctl.signal };
+  return { f, manager, signal: f.signal };
 }
 
 const requests = (f: KubeFixture, what: 'list' | 'watch' | 'get' | 'patch'): number =>
