@@ -22,6 +22,9 @@ import { extensionBackend, parseExtensionConfig } from './extension-backend.js';
 const ext: ExternalInterface = { index: 2, name: 'eth0', mtu: 1400, ifaceAddr: parseIp('203.0.113.1'), publicIp: parseIp('198.51.100.1') };
 
 async function setup(t: { after(fn: () => Promise<void> | void): void }, backend: Record<string, unknown>) {
+  // Hooks run in the order they are registered: the backend stops before its scripts go.
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
   const dir = await mkdtemp(join(tmpdir(), 'weft-extb-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const script = async (name: string, body: string): Promise<string> => {
@@ -34,8 +37,6 @@ async function setup(t: { after(fn: () => Promise<void> | void): void }, backend
   for (const [key, body] of Object.entries(backend)) commands[key] = typeof body === 'string' && body.startsWith('#') ? await script(`${key}.sh`, body.slice(1)) : (body as string);
   const config = parseNetworkConfig(JSON.stringify({ Network: '198.18.0.0/16', Backend: { Type: 'extension', ...commands } }));
   const log = recordingLogger();
-  const ctl = new AbortController();
-  t.after(() => ctl.abort());
   const create = () => extensionBackend.create(config, { netlink: new FakeNetlink(), log, extIface: ext, planes: familyPlanes(config, ext), keys: memoryKeys() }, ctl.signal);
   return { dir, config, log, ctl, create, out: (name: string) => readFile(join(dir, name), 'utf8').catch(() => '') };
 }
