@@ -17,7 +17,7 @@ mkdir -p "$stage/opt/weft/bin"
 cp "$cni/weft" "$stage/opt/weft/bin/weft"
 ln -s weft "$stage/opt/weft/bin/flanneld"
 cp "$cni/flannel" "$stage/opt/weft/bin/flannel"
-(cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*') |
+(cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*' ! -path 'src/bundle-test-*') |
   while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
 # The commit it was built from (make build writes it), for `weft version`.
 cp dist/build.json "$stage/opt/weft/dist/build.json" 2>/dev/null || printf '{"commit":"unknown"}\n' > "$stage/opt/weft/dist/build.json"

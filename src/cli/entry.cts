@@ -8,7 +8,7 @@
  * main.js runs). The bundle's text is read through a mapping of the file (the `resident` addon's
  * mapText): a script keeps its source for as long as it runs, and mapped, those 0.4 MB are the
  * file's shared page cache instead of a copy on the heap. Without the addon, or when source maps
- * are asked for (Node reads them only for what it loads itself), the bundle is required as usual.
+ * are on (Node reads them only for what it loads itself), the bundle is required as usual.
  */
 /* eslint-disable @typescript-eslint/no-require-imports -- CommonJS, see above */
 const { statSync } = require('node:fs') as typeof import('node:fs');
@@ -24,7 +24,7 @@ function loadCli(): Cli {
   const built = mtime(bundle);
   // No bundle, or tsc ran after it (no .tsbuildinfo, as in the image: the bundle).
   if (Number.isNaN(built) || mtime(join(__dirname, '..', '..', '.tsbuildinfo')) > built) return require('./main.js') as Cli;
-  const text = process.execArgv.includes('--enable-source-maps') ? undefined : mapText(bundle);
+  const text = process.sourceMapsEnabled ? undefined : mapText(bundle);
   if (text === undefined) return require(bundle) as Cli;
   const module = { exports: {} as Cli };
   const run = compileFunction(text, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: bundle });
@@ -32,11 +32,15 @@ function loadCli(): Cli {
   return module.exports;
 }
 
-/** The file's text from a read-only mapping, or undefined where it cannot be (no addon, text that is not ASCII). */
+/**
+ * The file's text from a read-only mapping, or undefined where it cannot be (no addon, text that
+ * is not ASCII). The addon's place as core/native-addon.ts has it, written out: requiring that ES
+ * module would bring in Node's loading of ES modules for one path.
+ */
 function mapText(path: string): string | undefined {
   try {
-    const { nativeAddonPath } = require('../core/native-addon.js') as typeof import('../core/native-addon.js');
-    return (require(nativeAddonPath('resident', 'resident')) as { mapText(path: string): string }).mapText(path);
+    const addon = join(__dirname, '..', '..', '..', 'native', 'resident', 'build', 'Release', 'resident.node');
+    return (require(addon) as { mapText(path: string): string }).mapText(path);
   } catch {
     return undefined;
   }

@@ -1,13 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFile, mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { nativeAddonPath } from '../core/native-addon.js';
-import { buildBundle, bundlePath, bundleSource, unbundledModules } from './bundle.js';
+import { buildBundle, bundleSource, unbundledModules } from './bundle.js';
 
 const run = promisify(execFile);
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -37,17 +37,21 @@ test('a relative JavaScript path left in a bundle is found; a module\'s own URL,
   assert.deepEqual(unbundledModules(bundle), ['./vxlan/vxlan-backend.js', '../x/y.cjs']);
 });
 
-test('the bundle runs the command line as the modules do', async (t) => {
-  // Beside the real one, so that the modules' URLs resolve as they do for it (build.json, addons).
-  const outfile = join(dirname(bundlePath), `bundle-test-${process.pid}.cjs`);
-  const runner = join(dirname(bundlePath), `bundle-test-${process.pid}-run.cjs`);
-  t.after(() => Promise.all([outfile, `${outfile}.map`, runner].map((f) => rm(f, { force: true }))));
-  await buildBundle(outfile);
-  await writeFile(runner, `require(${JSON.stringify(outfile)}).runProcess();\n`);
-  const fromBundle = await run(process.execPath, [runner, 'version']);
-  const fromModules = await run(process.execPath, [join(root, 'dist', 'src', 'cli', 'entry.cjs'), 'version']);
-  assert.equal(fromBundle.stdout, fromModules.stdout);
-  assert.match(fromBundle.stdout, /^\d+\.\d+\.\d+ \(commit ([0-9a-f]{12}|unknown), /);
+test('the bundle runs the command line as the modules do, in strict mode', async (t) => {
+  // At the real one's depth under dist/src, so that the modules' URLs resolve as for it (build.json, addons).
+  const dir = join(root, 'dist', 'src', `bundle-test-${process.pid}`);
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await mkdir(dir);
+  const outfile = await buildBundle(join(dir, 'bundle.cjs'));
+  const code = await readFile(outfile, 'utf8');
+  assert.ok(code.startsWith('"use strict";'), 'the directive opens the file');
+  const runner = (target: string): Promise<string> => writeFile(join(dir, 'run.cjs'), `require(${JSON.stringify(target)}).runProcess();\n`).then(async () => (await run(process.execPath, [join(dir, 'run.cjs'), 'version'])).stdout);
+  const fromBundle = await runner(outfile);
+  const fromModules = await runner(join(root, 'dist', 'src', 'cli', 'main.js'));
+  assert.equal(fromBundle, fromModules);
+  // build.json found through the module's rewritten URL (make build writes it).
+  const built = JSON.parse(await readFile(join(root, 'dist', 'build.json'), 'utf8').catch(() => '{}')) as { commit?: string };
+  if (built.commit && built.commit !== 'unknown') assert.match(fromBundle, new RegExp(`\\(commit ${built.commit}, `));
 });
 
 test('entry.cjs runs the bundle from a mapping of the file, unless tsc wrote the modules after it; required where it cannot be mapped', async (t) => {
@@ -55,27 +59,32 @@ test('entry.cjs runs the bundle from a mapping of the file, unless tsc wrote the
   t.after(() => rm(dir, { recursive: true, force: true }));
   const file = (...p: string[]): string => join(dir, 'dist', 'src', ...p);
   await mkdir(file('cli'), { recursive: true });
-  await mkdir(file('core'));
   await copyFile(join(root, 'dist', 'src', 'cli', 'entry.cjs'), file('cli', 'entry.cjs'));
-  const addon = (path: string): Promise<void> => writeFile(file('core', 'native-addon.js'), `exports.nativeAddonPath = () => ${JSON.stringify(path)};\n`);
-  await addon(nativeAddonPath('resident', 'resident'));
+  // The addon where entry.cjs looks for it, as in a checkout and the image.
+  const addon = join(dir, 'native', 'resident', 'build', 'Release', 'resident.node');
+  await mkdir(dirname(addon), { recursive: true });
+  await copyFile(nativeAddonPath('resident', 'resident'), addon);
   await writeFile(file('cli', 'main.js'), "exports.runProcess = async () => process.stdout.write('modules');\n");
-  // Says whether its own file is mapped into the process, as the agent's bundle would be.
+  // Says how it was loaded: by require (in require's cache), or compiled from a mapping of its file.
   const bundle = (extra = ''): Promise<void> =>
-    writeFile(file('cli', 'bundle.cjs'), `exports.runProcess = async () => process.stdout.write(require('node:fs').readFileSync('/proc/self/maps', 'utf8').includes(__filename) ? 'mapped' : 'required');${extra}\n`);
+    writeFile(
+      file('cli', 'bundle.cjs'),
+      `exports.runProcess = async () => process.stdout.write(require.cache[__filename] ? 'required' : require('node:fs').readFileSync('/proc/self/maps', 'utf8').includes(__filename) ? 'mapped' : 'neither');${extra}\n`,
+    );
   const info = join(dir, 'dist', '.tsbuildinfo');
-  const which = async (...flags: string[]): Promise<string> => (await run(process.execPath, [...flags, file('cli', 'entry.cjs'), 'version'])).stdout;
+  const which = async (flags: string[] = [], env: NodeJS.ProcessEnv = process.env): Promise<string> => (await run(process.execPath, [...flags, file('cli', 'entry.cjs'), 'version'], { env })).stdout;
   assert.equal(await which(), 'modules', 'no bundle');
   await bundle();
   assert.equal(await which(), 'mapped', 'a bundle and no tsc state (the image, the tarball)');
   await writeFile(info, '{}');
   await utimes(info, new Date(1_000_000), new Date(1_000_000));
   assert.equal(await which(), 'mapped', 'the bundle made after tsc (make build)');
-  assert.equal(await which('--enable-source-maps'), 'required', 'source maps: Node loads the file itself');
+  assert.equal(await which(['--enable-source-maps']), 'required', 'source maps: Node loads the file itself');
+  assert.equal(await which([], { ...process.env, NODE_OPTIONS: '--enable-source-maps' }), 'required', 'source maps through NODE_OPTIONS');
   await bundle('// é');
   assert.equal(await which(), 'required', 'text that is not ASCII is not mapped');
   await bundle();
-  await addon(join(dir, 'none.node'));
+  await rm(addon);
   assert.equal(await which(), 'required', 'no addon');
   await utimes(file('cli', 'bundle.cjs'), new Date(500_000), new Date(500_000));
   assert.equal(await which(), 'modules', 'tsc ran after the bundle was made');

@@ -228,17 +228,22 @@ test('hostile datagrams on the port: garbage, truncated and oversized, initiatio
 
   // Under a flood that lasts, a real peer still gets through: n1 answers its initiation with a
   // cookie, and n2 comes back with a mac2 made from it, which n1 takes before any work.
-  const cookiesBefore = (await packets(cluster, n1))['cookiesSent'] ?? 0;
   const floodFile = join(n2.dir, 'flood.json');
   await writeFile(floodFile, JSON.stringify(Array.from({ length: 100 }, () => noise().toString('hex'))));
   const flood = spawnInNetns(n2.ns, process.execPath, ['--input-type=module', '-e', `import { createSocket } from 'node:dgram'; import { readFileSync } from 'node:fs';
 const list = JSON.parse(readFileSync(${JSON.stringify(floodFile)}, 'utf8')).map((h) => Buffer.from(h, 'hex'));
 const s = createSocket('udp4');
 const end = Date.now() + 12000;
-while (Date.now() < end) { await Promise.all(list.map((m) => new Promise((r) => s.send(m, 51820, '${n1.ip}', r)))); await new Promise((r) => setTimeout(r, 20)); }
+let said = false;
+while (Date.now() < end) { await Promise.all(list.map((m) => new Promise((r) => s.send(m, 51820, '${n1.ip}', r)))); if (!said) { process.stdout.write('flooding\\n'); said = true; } await new Promise((r) => setTimeout(r, 20)); }
 s.close();`]);
+  let floodOut = '';
+  flood.stdout?.on('data', (d: Buffer) => (floodOut += d.toString()));
   try {
-    // The flood's process takes a while to start on a busy machine: n2 begins again only once n1 is under it.
+    // The flood's process takes a while to start on a busy machine: n2 begins again only once n1
+    // is under it, answering the flood with cookies after it began (not the earlier burst's tail).
+    await waitUntil('the lasting flood is sent', () => floodOut.includes('flooding'), 10_000);
+    const cookiesBefore = (await packets(cluster, n1))['cookiesSent'] ?? 0;
     await waitUntil('n1 answers the lasting flood with cookies', async () => ((await packets(cluster, n1))['cookiesSent'] ?? 0) > cookiesBefore, 10_000);
     const key1 = Buffer.from(n1Key).toString('hex');
     // n2 forgets its session with n1 (the reconciler puts the peer back at once, without one).
