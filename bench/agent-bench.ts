@@ -10,9 +10,10 @@
  *   bare underlay of each family.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, watch } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
+import { basename, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Cluster, type ClusterNode } from '../src/testing/cluster.js';
 import { netnsSkipReason, nsExec } from '../src/testing/netns.js';
@@ -155,6 +156,8 @@ function routesReached(ns: string, dev: string, count: number): { at: Promise<nu
 }
 
 interface ConvergenceRow {
+  /** Process start → the subnet file in place: when the node can take pods (the CNI plugin reads it). */
+  subnetFile: number;
   total: number;
   programming: number;
   /** 1 s after the peers are programmed, 10 s after, and the largest sample from 10 s to windowS. */
@@ -163,6 +166,17 @@ interface ConvergenceRow {
   windowMax: number;
   /** The largest anonymous resident set seen, sampled every 5 ms from start until 1 s after programming (VmHWM counts file pages too). */
   peakAnon: number;
+}
+
+/** When `file` appears, created or renamed into place (ms since the epoch): inotify on its directory, alike for every agent. */
+function fileAppears(file: string): { at: Promise<number>; stop(): void } {
+  const watcher = watch(dirname(file));
+  const at = new Promise<number>((resolve) => {
+    watcher.on('change', (_type, name) => {
+      if (name === basename(file) && existsSync(file)) resolve(Date.now());
+    });
+  });
+  return { at, stop: () => watcher.close() };
 }
 
 /** Samples the process's anonymous resident set every 5 ms until stopped; the largest sample. */
@@ -186,6 +200,7 @@ async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers:
     const flanneld = isFlanneld(env);
     const watch = flanneld ? routesReached(node.ns, 'flannel.1', peers) : undefined;
     if (watch) await new Promise((r) => setTimeout(r, 200)); // the monitor is listening
+    const written = fileAppears(node.subnetFile);
     const t0 = Date.now();
     // BENCH_AGENT_ARGS: extra agent flags for every run, e.g. the health server (and /metrics).
     const extraArgs = flanneld ? [] : (process.env['BENCH_AGENT_ARGS'] ?? '').split(' ').filter(Boolean);
@@ -202,6 +217,7 @@ async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers:
       const synced = node.log.split('\n').find((l) => l.includes('"msg":"initial peers programmed"'))!;
       if ((JSON.parse(synced) as { peers: number }).peers !== peers || node.log.includes('"level":"error"')) throw new Error(`agent did not program ${peers} peers:\n${node.log.slice(-2000)}`);
     }
+    const subnetFile = await Promise.race([written.at, new Promise<number>((_, reject) => setTimeout(() => reject(new Error('no subnet file')), 10_000))]).finally(() => written.stop());
     const routes = (await nsExec(node.ns, 'ip', ['route', 'show', 'dev', 'flannel.1'])).trim().split('\n').length;
     if (routes !== peers) throw new Error(`expected ${peers} routes, found ${routes}`);
     if (registry === 'dual') {
@@ -229,7 +245,7 @@ async function convergenceRun(registry: Registry, env: NodeJS.ProcessEnv, peers:
     }
     // A clean stop lets --cpu-prof and friends (WEFT_NODE_FLAGS) write their files.
     if (process.env['BENCH_VERBOSE']) await cluster.stopAgent(node, 'SIGTERM');
-    return { total: done - t0, programming: done - acquired, early, settled: { ...settled, peak }, windowMax, peakAnon };
+    return { subnetFile: subnetFile - t0, total: done - t0, programming: done - acquired, early, settled: { ...settled, peak }, windowMax, peakAnon };
   } finally {
     await cluster.destroy();
   }
@@ -278,15 +294,15 @@ async function convergence(): Promise<void> {
   say();
   say(
     `One node namespace, \`weft agent\` started with ${peers} vxlan peers already in its registry: leases in a real etcd (IPv4, or dual-stack: two devices and twice the kernel entries), or Nodes (about 2.8 kB each, as kubelet-registered Nodes are) in the in-test API server over TLS (HTTP/2, a CA, a token file; kubeconfig in JSON). ` +
-      `"programmed" is the agent's own log line after its first full reconcile (${peers} ARP + ${peers} FDB + ${peers} route entries, checked with \`ip route\`); for flanneld, which logs no such line, the moment \`ip monitor route\` in the node's namespace reports the last of its routes. ` +
+      `"subnet file" is when the node can take pods: \`subnet.env\` appears (inotify on its directory, alike for both agents). "programmed" is the agent's own log line after its first full reconcile (${peers} ARP + ${peers} FDB + ${peers} route entries, checked with \`ip route\`); for flanneld, which logs no such line, the moment \`ip monitor route\` in the node's namespace reports the last of its routes. ` +
       `Resident memory (VmRSS; in brackets its anonymous and file-backed parts) 1 s and 10 s after that line, the largest of its samples every 5 s from 10 to ${windowS} s (the agent re-lists the kernel every 60 s), the peak (VmHWM), and the peak of the anonymous part alone (RssAnon sampled every 5 ms until 1 s after programming: the file-backed part is the binary's pages, shared page cache). Medians of ${runs}.`,
   );
   say();
-  say(`| registry | agent | process start → all peers programmed (ms) | lease acquired → all peers programmed (ms) | RSS after 1 s (MB) | RSS after 10 s (MB) [anon + file] | largest RSS, 10-${windowS} s (MB) | peak RSS (MB) | peak anonymous (MB) |`);
-  say('|---|---|---|---|---|---|---|---|---|');
+  say(`| registry | agent | process start → subnet file (ms) | process start → all peers programmed (ms) | lease acquired → all peers programmed (ms) | RSS after 1 s (MB) | RSS after 10 s (MB) [anon + file] | largest RSS, 10-${windowS} s (MB) | peak RSS (MB) | peak anonymous (MB) |`);
+  say('|---|---|---|---|---|---|---|---|---|---|');
   for (const { registry, name, flags, rows } of results) {
     const label = flags ? `${name}: \`WEFT_NODE_FLAGS='${flags}'\`` : name;
-    say(`| ${registry === 'dual' ? 'etcd, dual-stack' : registry} | ${label} | ${med(rows, (r) => r.total)} | ${med(rows, (r) => r.programming)} | ${med(rows, (r) => r.early.rss, 1)} | ${med(rows, (r) => r.settled.rss, 1)} [${med(rows, (r) => r.settled.anon, 1)} + ${med(rows, (r) => r.settled.file, 1)}] | ${med(rows, (r) => r.windowMax, 1)} | ${med(rows, (r) => r.settled.peak, 1)} | ${med(rows, (r) => r.peakAnon, 1)} |`);
+    say(`| ${registry === 'dual' ? 'etcd, dual-stack' : registry} | ${label} | ${med(rows, (r) => r.subnetFile)} | ${med(rows, (r) => r.total)} | ${med(rows, (r) => r.programming)} | ${med(rows, (r) => r.early.rss, 1)} | ${med(rows, (r) => r.settled.rss, 1)} [${med(rows, (r) => r.settled.anon, 1)} + ${med(rows, (r) => r.settled.file, 1)}] | ${med(rows, (r) => r.windowMax, 1)} | ${med(rows, (r) => r.settled.peak, 1)} | ${med(rows, (r) => r.peakAnon, 1)} |`);
   }
   say();
   say('### Event latency');

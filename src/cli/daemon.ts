@@ -276,8 +276,8 @@ class Agent {
       // objects stacked up in the old generation (13 MB with 5000 leases), which was the start's
       // peak. The code stays mapped here (the lease and the burst run next; the burst's start
       // unmaps it): unmapping it here cost this critical path time and the peak nothing
-      // (docs/benchmarks.md). Kube mode read its own Node from the informer's cache: nothing to
-      // collect, and the informer's start-up code goes.
+      // (docs/benchmarks.md). Kube mode read its own Node with one GET (the list of every Node
+      // may still be arriving): nothing to collect, and the code start-up ran goes.
       if (etcd) releaseMemory();
       else releaseCode();
       const lease = await manager.acquireLease(network.attrs, scope);

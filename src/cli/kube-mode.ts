@@ -11,6 +11,7 @@ import type { Logger } from '../core/log.js';
 import { version } from '../core/version.js';
 import { ConfigDrift } from './config-drift.js';
 import { networkPolicyAgent, parseNetworkPolicySetting, removeLeftoverPolicyTable } from './network-policy.js';
+import { removePolicyHook } from './policy-socket.js';
 import type { FlagValues } from './flags.js';
 import type { agentFlags } from './options.js';
 import type { RegistryMode } from './registry-mode.js';
@@ -56,7 +57,9 @@ export async function kubeMode(options: KubeModeOptions): Promise<RegistryMode> 
   const drift = new ConfigDrift(log.child({ component: 'config' }), options.clock ?? systemClock);
   const setting = parseNetworkPolicySetting(flags['network-policy'], true);
   const policy = setting === 'off' ? undefined : networkPolicyAgent({ api: client, subnetFile: flags['subnet-file'], checkMs: flags['iptables-resync'] * 1000, mode: setting, nodeName: (s) => manager.nodeName(s), log: log.child({ component: 'policy' }) });
-  if (!policy) await removeLeftoverPolicyTable(log.child({ component: 'policy' }), flags['subnet-file']);
+  // Off: what an earlier agent left goes. The hook files (the CNI plugin reads them) before
+  // anything is served; the table, a spawn of nft, beside the Node list rather than before it.
+  if (!policy) await removePolicyHook(flags['subnet-file']);
   // Without --ip-masq, flannel's CNI config has the bridge plugin masquerade what a pod sends to
   // another node: the other node then sees this node's address, not the pod's, and no pod or
   // namespace selector can match it there.
@@ -66,7 +69,15 @@ export async function kubeMode(options: KubeModeOptions): Promise<RegistryMode> 
     endpoints: [access.server.origin],
     manager,
     run: async (signal) => {
-      await Promise.all([manager.run(signal), watchNetConf(flags['net-config-path'], netConf, drift, signal), policy?.run(signal)]);
+      await Promise.all([
+        manager.run(signal),
+        watchNetConf(flags['net-config-path'], netConf, drift, signal),
+        policy
+          ? policy.run(signal)
+          : removeLeftoverPolicyTable(log.child({ component: 'policy' })).catch((err: unknown) => {
+              throw new WeftError(ErrorCodes.COMMAND, `could not remove the NetworkPolicy table an earlier agent left: ${errorMessage(err)}`, { cause: err });
+            }),
+      ]);
     },
     publicIpOverrides: (signal) => manager.nodePublicIps(signal),
     networkUp: flags['set-node-network-unavailable'] ? (signal) => manager.networkUp(signal) : async () => undefined,

@@ -21,10 +21,10 @@ test('off: a table left by an earlier agent is deleted; none there, or no nft, i
     if (args[0] === 'list' && !present) throw new Error('Error: No such file or directory');
     return '';
   };
-  await removeLeftoverPolicyTable(recordingLogger(), '/nonexistent-weft-test/subnet.env', exec);
+  await removeLeftoverPolicyTable(recordingLogger(), exec);
   assert.deepEqual(calls, ['nft list table inet weft-policy', 'nft -f - add table inet weft-policy\ndelete table inet weft-policy']);
   calls.length = 0;
   present = false;
-  await removeLeftoverPolicyTable(recordingLogger(), '/nonexistent-weft-test/subnet.env', exec);
+  await removeLeftoverPolicyTable(recordingLogger(), exec);
   assert.deepEqual(calls, ['nft list table inet weft-policy']);
 });

@@ -13,7 +13,7 @@ import { type PolicyMode, PolicyEngine, type PolicyStatus } from '../policy/poli
 import { type NamespaceRecord, type PodRecord, type PolicyRecord, type RefusedPolicy, decodeNamespace, decodePod, decodePolicy } from '../policy/records.js';
 import { type Exec, execCommand } from '../traffic/exec.js';
 import { NftOwner } from '../traffic/nft-owner.js';
-import { PolicyHookServer, removePolicyHook } from './policy-socket.js';
+import { PolicyHookServer } from './policy-socket.js';
 
 export { type NetworkPolicySetting, parseNetworkPolicySetting } from './network-policy-setting.js';
 
@@ -102,8 +102,7 @@ export function networkPolicyAgent(options: NetworkPolicyAgentOptions): NetworkP
  * With `--network-policy=off`: the table an earlier agent left (it was on then) goes, so that
  * turning enforcement off takes effect. Quietly nothing where nft is missing or there is no table.
  */
-export async function removeLeftoverPolicyTable(log: Logger, subnetFile: string, exec: Exec = execCommand): Promise<void> {
-  await removePolicyHook(subnetFile);
+export async function removeLeftoverPolicyTable(log: Logger, exec: Exec = execCommand): Promise<void> {
   try {
     await exec('nft', ['list', 'table', policyTable.family, policyTable.name]);
   } catch {

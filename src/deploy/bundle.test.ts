@@ -59,6 +59,40 @@ test('the bundle runs the command line as the modules do, in strict mode', async
   if (built.commit && built.commit !== 'unknown') assert.match(fromBundle, new RegExp(`\\(commit ${built.commit}, `));
 });
 
+test('a module graph that would not stand alone as one file fails the build, and nothing is written', async (t) => {
+  // Under dist/src, as weft's own modules are, so that they are rewritten as theirs are.
+  const dir = join(root, 'dist', 'src', `bundle-test-${process.pid}-graph`);
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await mkdir(dir);
+  const graph = async (files: Record<string, string>): Promise<string> => {
+    for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+    return join(dir, 'main.js');
+  };
+  const outfile = join(dir, 'bundle.cjs');
+  const refused = async (entry: string, why: RegExp): Promise<void> => {
+    await assert.rejects(buildBundle(outfile, entry), (err: Error) => why.test(err.message));
+    await assert.rejects(stat(outfile), { code: 'ENOENT' });
+    await assert.rejects(stat(`${outfile}.map`), { code: 'ENOENT' });
+  };
+  // A module's require under another name: esbuild leaves the call, which would load from disk.
+  await refused(
+    await graph({
+      'main.js': "import { createRequire } from 'node:module';\nconst load = createRequire(import.meta.url);\nexport const later = () => load('./later.js');\n",
+      'later.js': 'export const x = 1;\n',
+    }),
+    /^bundling weft: modules loaded from disk at run time, a second copy beside the bundle's: \.\/later\.js$/,
+  );
+  // import.meta beyond its url (left empty in CommonJS): esbuild's warning fails the build.
+  await refused(await graph({ 'main.js': 'export const here = import.meta.dirname;\n' }), /^bundling weft: .*import\.meta/);
+  // The same graph written as weft's modules are: built, and it runs.
+  await graph({
+    'main.js': "import { createRequire } from 'node:module';\nconst require = createRequire(import.meta.url);\nexport const later = () => require('./later.js').x;\n",
+    'later.js': 'export const x = 7;\n',
+  });
+  assert.equal(await buildBundle(outfile, join(dir, 'main.js')), outfile);
+  assert.equal((createRequire(import.meta.url)(outfile) as { later(): number }).later(), 7);
+});
+
 test('the bundle\'s banner is strict and names each module by its URL under the bundle\'s directory', () => {
   const url = new Function('require', '__dirname', `${bundleBanner} return [(function () { return this; })(), __weftModuleUrl('../core/x.js')];`) as (r: NodeJS.Require, d: string) => [unknown, string];
   assert.deepEqual(url(createRequire(import.meta.url), '/opt/weft/dist/src/cli'), [undefined, 'file:///opt/weft/dist/src/core/x.js']);

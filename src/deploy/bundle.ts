@@ -48,7 +48,8 @@ export function unbundledModules(bundle: string): string[] {
   return [...code.matchAll(/["'`](\.\.?\/[^"'`\s]*\.(?:js|cjs|mjs))["'`]/g)].map((m) => m[1]!);
 }
 
-export async function buildBundle(outfile = bundlePath): Promise<string> {
+/** Bundles `entry` (default: the command line's main.js) and all it loads into `outfile`; rejects, writing nothing, where the bundle would not stand alone. */
+export async function buildBundle(outfile = bundlePath, entry = join(dist, 'src', 'cli', 'main.js')): Promise<string> {
   const esbuild = require('esbuild') as typeof Esbuild;
   const bundleDir = dirname(outfile);
   const rewrite: Esbuild.Plugin = {
@@ -62,7 +63,7 @@ export async function buildBundle(outfile = bundlePath): Promise<string> {
     },
   };
   const result = await esbuild.build({
-    entryPoints: [join(dist, 'src', 'cli', 'main.js')],
+    entryPoints: [entry],
     bundle: true,
     platform: 'node',
     format: 'cjs',

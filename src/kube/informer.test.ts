@@ -189,6 +189,48 @@ test('pages are asked for one ahead: the next goes out as soon as a page names i
   for (let n = 2; n <= 4; n++) assert.ok(order.indexOf(`ask ${n}`) < order.indexOf(`got ${n - 1}`), `page ${n} asked for before page ${n - 1} was in: ${order.join(', ')}`);
 });
 
+test('what the agent wrote before its first list was in: kept where the list predates it, the list\'s where it does not', async (t) => {
+  const f = await startKubeFixture(t);
+  f.server.createNode('older', { podCIDR: '198.18.1.0/24' });
+  f.server.createNode('newer', { podCIDR: '198.18.2.0/24' });
+  const older = f.server.getNode('older');
+  f.server.updateNode('older', (n) => (n.spec = { podCIDR: '198.18.11.0/24' }));
+  const log = recordingLogger();
+  const client = f.client({ log });
+  let release = (): void => undefined;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  t.after(() => release());
+  let listed = 0;
+  // The list is read at once and its answer held back; the watch never starts, so nothing but the
+  // list and observe() reaches the cache.
+  const api = {
+    list: async (...args: Parameters<typeof client.list>) => {
+      const page = await client.list(...args);
+      listed++;
+      await gate;
+      return page;
+    },
+    watch: async (...args: Parameters<typeof client.watch>) => {
+      await new Promise<void>((resolve) => args[2].addEventListener('abort', () => resolve(), { once: true }));
+      return client.watch(...args);
+    },
+    lastAlive: () => client.lastAlive(),
+  };
+  const informer = new Informer({ api, path: '/api/v1/nodes', decoder: new NodeRecords(P), what: 'node', log });
+  void informer.run(f.signal);
+  await waitUntil('the list was read', () => listed === 1);
+  // Written after the list's snapshot: the list has it as it was.
+  const newer = f.server.updateNode('newer', (n) => (n.spec = { podCIDR: '198.18.22.0/24' }));
+  assert.equal(informer.observe(newer)?.podCidrs[0], '198.18.22.0/24');
+  // An answer older than the list (its object changed since): the list's is the later word.
+  informer.observe(older);
+  assert.equal(informer.synced, false);
+  assert.equal(informer.get('newer'), undefined, 'nothing in the cache before the list');
+  release();
+  await informer.whenSynced(f.signal);
+  assert.deepEqual([informer.get('newer')?.podCidrs, informer.get('older')?.podCidrs], [['198.18.22.0/24'], ['198.18.11.0/24']]);
+});
+
 test('a clean end of the watch (its timeoutSeconds) resumes from the last resourceVersion without a list', async (t) => {
   const f = await startKubeFixture(t);
   addNodes(f, 3);

@@ -92,6 +92,12 @@ export class Informer<R> {
   #watching = false;
   #contact = 0;
   readonly #skipped = new Set<string>();
+  /**
+   * What this agent wrote (observe) before its first list was in, by key, with the write's
+   * version: a list whose snapshot predates the write would put the object back as it was until
+   * the watch brought the write's echo.
+   */
+  readonly #observedEarly = new Map<string, { readonly record: R; readonly at: bigint }>();
 
   constructor(options: InformerOptions<R>) {
     this.#api = options.api;
@@ -111,6 +117,11 @@ export class Informer<R> {
     return this.#cache.size;
   }
 
+  /** Whether the first list is in the cache. */
+  get synced(): boolean {
+    return this.#isSynced;
+  }
+
   get(key: string): R | undefined {
     return this.#cache.get(key);
   }
@@ -124,8 +135,12 @@ export class Informer<R> {
    */
   observe(raw: unknown): R | undefined {
     const record = this.#record(raw);
-    if (!record || !this.#isSynced) return record;
+    if (!record) return record;
     const at = versionOf(raw);
+    if (!this.#isSynced) {
+      if (at !== undefined) this.#observedEarly.set(this.#decoder.key(record), { record, at });
+      return record;
+    }
     if (at !== undefined && this.#cacheAt !== undefined && at <= this.#cacheAt) return this.#cache.get(this.#decoder.key(record)) ?? record;
     this.#apply('put', record);
     return record;
@@ -318,7 +333,7 @@ export class Informer<R> {
         }
         pages++;
       }
-      this.#replace(fresh);
+      this.#replace(fresh, numericVersion(listedAt));
       this.#contact = this.#clock.now();
       this.#log.info({ [`${this.#what}s`]: fresh.size, pages, resourceVersion: listedAt }, `${this.#what}s listed`);
       return listedAt;
@@ -338,8 +353,14 @@ export class Informer<R> {
     return record;
   }
 
-  /** Makes `fresh` the cache; the difference goes to every subscriber. */
-  #replace(fresh: Map<string, R>): void {
+  /**
+   * Makes `fresh` (listed at version `listedAt`) the cache; the difference goes to every
+   * subscriber. What the agent wrote while its first list was on the way is kept where the list
+   * predates it.
+   */
+  #replace(fresh: Map<string, R>, listedAt: bigint | undefined): void {
+    for (const [key, { record, at }] of this.#observedEarly) if (listedAt !== undefined && at > listedAt) fresh.set(key, record);
+    this.#observedEarly.clear();
     const changes: Change<R>[] = [];
     for (const [key, old] of this.#cache) if (!fresh.has(key)) changes.push({ type: 'delete', record: old });
     for (const [key, record] of fresh) {

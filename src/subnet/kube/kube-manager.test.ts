@@ -59,6 +59,7 @@ test('the lease is the node\'s podCIDR, waited for (node and podCIDR), and the a
   f.server.updateNode('n1', (n) => (n.spec = { podCIDR: '198.18.7.0/24', podCIDRs: ['198.18.7.0/24'] }));
   const lease = await acquiring;
   assert.equal(lease.subnet.ipv4?.ip.value, parseIp('198.18.7.0').value);
+  assert.equal(log.lines.filter((l) => l.level === 'warn' && l.msg.startsWith('could not read node')).length, 0, 'a GET answered 404 (not registered yet) is no failure');
   const a = f.server.getNode('n1').metadata.annotations!;
   assert.equal(a[`${P}kube-subnet-manager`], 'true');
   assert.equal(a[`${P}backend-type`], 'vxlan');
@@ -127,7 +128,7 @@ test('dual-stack and IPv6-only: both podCIDRs, the IPv6 annotations as flanneld 
   await waitUntil('n3 arrives with its IPv6 side alone', () => peers.peers.get('2001:db8:1800:3::/64')?.subnet.ipv4 === undefined && peers.peers.has('2001:db8:1800:3::/64'));
 });
 
-test('one list and one watch serve the lease, the peers, holding and the health check; no GET of the node', async (t) => {
+test('one list, one watch and one GET of the node (at start) serve the lease, the peers, holding and the health check', async (t) => {
   const { f, manager, signal } = await setup(t);
   f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
   f.server.createNode('n2', { podCIDR: '198.18.2.0/24' }, peerAnnotations(2));
@@ -143,7 +144,114 @@ test('one list and one watch serve the lease, the peers, holding and the health 
   const before = f.server.requests.length;
   for (let i = 0; i < 5; i++) assert.equal((await m.checkLease()).held, true);
   assert.equal(f.server.requests.length, before, 'the health check makes no request');
-  assert.deepEqual([requests(f, 'list'), requests(f, 'watch'), requests(f, 'get'), requests(f, 'patch')], [1, 1, 0, 1]);
+  assert.deepEqual([requests(f, 'list'), requests(f, 'watch'), requests(f, 'get'), requests(f, 'patch')], [1, 1, 1, 1]);
+  const order = f.server.requests.map((r) => r.url);
+  assert.ok(order.indexOf('/api/v1/nodes/self') < order.findIndex((u) => u.startsWith('/api/v1/nodes?')), 'the GET goes out before the list');
+});
+
+/** The fixture's client, with the informer's list answers and watches held back until released. */
+function heldClient(f: KubeFixture, t: TestContext) {
+  const client = f.client({ log: recordingLogger() });
+  let releaseList = (): void => undefined;
+  let releaseWatch = (): void => undefined;
+  const listGate = new Promise<void>((resolve) => (releaseList = resolve));
+  const watchGate = new Promise<void>((resolve) => (releaseWatch = resolve));
+  t.after(() => {
+    releaseList();
+    releaseWatch();
+  });
+  return {
+    client: {
+      list: async (...args: Parameters<typeof client.list>) => {
+        const page = await client.list(...args);
+        await listGate;
+        return page;
+      },
+      watch: async (...args: Parameters<typeof client.watch>) => {
+        await watchGate;
+        return client.watch(...args);
+      },
+      lastAlive: () => client.lastAlive(),
+      get: client.get.bind(client),
+      patch: client.patch.bind(client),
+    },
+    releaseList,
+    releaseWatch,
+  };
+}
+
+test('the lease comes from one GET of the node while every Node is being listed, and a list read before the patch does not undo it', { timeout: 30_000 }, async (t) => {
+  const f = await startKubeFixture(t);
+  f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
+  f.server.createNode('n2', { podCIDR: '198.18.2.0/24' }, peerAnnotations(2));
+  const held = heldClient(f, t);
+  const log = recordingLogger();
+  const m = new KubeManager({ client: held.client, nodeName: 'self', netConf, annotationPrefix: 'flannel.alpha.coreos.com', log, informer: { backoff: { initialMs: 20, maxMs: 100 } } });
+  void m.run(f.signal);
+  // The list's snapshot is taken as it is asked for: before the patch below.
+  await waitUntil('the list was asked for', () => requests(f, 'list') === 1);
+  assert.deepEqual(await m.nodePublicIps(f.signal), { publicIp: '', publicIpv6: '' });
+  assert.equal(await m.previousAttrs(parseIp('203.0.113.1'), f.signal), undefined, 'nothing published before');
+  const asked = Date.now();
+  const lease = await m.acquireLease(vxlanAttrs(1), f.signal);
+  assert.equal(lease.subnet.ipv4?.ip.value, parseIp('198.18.1.0').value);
+  assert.equal(f.server.getNode('self').metadata.annotations![`${P}public-ip`], '203.0.113.1');
+  const before = await m.checkLease();
+  assert.equal(before.held, true, 'held, by the patch\'s word, before the list is in');
+  assert.ok(before.confirmedAt >= asked, 'confirmed when the lease was taken');
+  assert.equal(log.lines.some((l) => l.msg === 'nodes listed'), false, 'the list is still held back');
+  // NetworkUnavailable=False waits for the peers: a request behind it on the one connection is
+  // answered, and no status patch has come.
+  const up = m.networkUp(f.signal);
+  await held.client.get('/api/v1/nodes/self', f.signal);
+  assert.equal(requests(f, 'patch'), 1, 'only the annotations\' patch before the list is in');
+  const view = followPeers(m, f.signal);
+  held.releaseList();
+  await up;
+  assert.deepEqual(f.server.getNode('self').status.conditions?.map((c) => [c['type'], c['status']]), [['NetworkUnavailable', 'False']]);
+  await waitUntil('n2 seen', () => view.peers.has('198.18.2.0/24'));
+  // The watch, which would bring the patch's echo, is still held back: the cache is the list's,
+  // with the patch's answer kept where the list predates it.
+  assert.equal((await m.checkLease()).held, true, 'the published annotations survived the older list');
+  held.releaseWatch();
+  assert.deepEqual([requests(f, 'list'), requests(f, 'get'), requests(f, 'patch')], [1, 2, 2]);
+
+  // Restarted, its list held back again: the GET shows what it published, nothing to patch.
+  const again = heldClient(f, t);
+  const m2 = new KubeManager({ client: again.client, nodeName: 'self', netConf, annotationPrefix: 'flannel.alpha.coreos.com', log: recordingLogger() });
+  void m2.run(f.signal);
+  assert.equal((await m2.previousAttrs(parseIp('203.0.113.1'), f.signal))?.backendData, vxlanAttrs(1).backendData, 'the vxlan MAC to keep');
+  await m2.acquireLease(vxlanAttrs(1), f.signal);
+  assert.equal((await m2.checkLease()).held, true);
+  assert.deepEqual([requests(f, 'list'), requests(f, 'get'), requests(f, 'patch')], [2, 3, 2]);
+});
+
+test('a GET of the node that hangs does not hold up the lease once the list is in', { timeout: 20_000 }, async (t) => {
+  const f = await startKubeFixture(t);
+  f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
+  f.server.inject({ on: 'get', kind: 'hang' });
+  const log = recordingLogger();
+  // The GET's deadline is far beyond the test's bound: only the list can give the lease in time.
+  const m = new KubeManager({ client: f.client({ log, requestTimeoutMs: 60_000 }), nodeName: 'self', netConf, annotationPrefix: 'flannel.alpha.coreos.com', log });
+  void m.run(f.signal);
+  assert.deepEqual(await m.nodePublicIps(f.signal), { publicIp: '', publicIpv6: '' });
+  const lease = await m.acquireLease(vxlanAttrs(1), f.signal);
+  assert.equal(lease.subnet.ipv4?.ip.value, parseIp('198.18.1.0').value);
+  assert.equal(f.server.faultsFired, 1, 'the GET was made, and hangs');
+});
+
+test('a failed GET of the node leaves the lease to the list, the failure logged once', async (t) => {
+  const { f, manager, signal } = await setup(t);
+  f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
+  f.server.inject({ on: 'get', kind: 'error' });
+  const log = recordingLogger();
+  const m = manager('self', log);
+  const lease = await m.acquireLease(vxlanAttrs(1), signal);
+  assert.equal(lease.subnet.ipv4?.ip.value, parseIp('198.18.1.0').value);
+  assert.equal(f.server.faultsFired, 1);
+  const failures = log.lines.filter((l) => l.msg === 'could not read node "self"; waiting for the list of every node');
+  assert.deepEqual(failures.map((l) => (l['err'] as { code: string }).code), ['WEFT_ERR_KUBE_API']);
+  assert.equal(requests(f, 'get'), 1, 'one GET, not retried');
 });
 
 test('holdLease does not publish again what acquireLease just published, even before the watch brings its echo', async (t) => {

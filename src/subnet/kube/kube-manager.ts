@@ -2,9 +2,11 @@
  * The Kubernetes subnet manager (flannel-compat §6): the API server is the registry and each
  * Node's spec.podCIDR(s) is its lease. Everything it knows comes from one informer of Nodes
  * (kube/informer.ts; one list and one watch for the whole agent): this node's podCIDR and
- * annotations, the peers, and the health check's confirmation. Its only requests of its own are the strategic-merge patches of
- * this node's status (annotations, NetworkUnavailable), each retried with backoff until it lands,
- * and, without NODE_NAME, one GET of the agent's own Pod. Annotations of other nodes are
+ * annotations, the peers, and the health check's confirmation. Its only requests of its own are
+ * one GET of this Node at start (read beside the list, so that the lease and what precedes it do
+ * not wait for every Node), the strategic-merge patches of this node's status (annotations,
+ * NetworkUnavailable), each retried with backoff until it lands, and, without NODE_NAME, one GET
+ * of the agent's own Pod. Annotations of other nodes are
  * untrusted input. With the alloc backend, as flannel (pkg/subnet/kube/kube.go, disableNodeInformer),
  * there is no informer: the agent GETs its own Node until it has a podCIDR, and reads no other.
  */
@@ -62,6 +64,10 @@ export class KubeManager implements SubnetManager {
   #config: NetworkConfig | undefined;
   #attrs: LeaseAttrs | undefined;
   #lease: Lease | undefined;
+  /** When the lease was taken (the patch's answer, or the read that showed nothing to patch). */
+  #leasedAt = 0;
+  /** This Node from the one GET made while the informer lists (#earlyOwn). */
+  #early: Promise<NodeRecord | undefined> | undefined;
 
   constructor(options: KubeManagerOptions) {
     this.#options = options;
@@ -78,7 +84,11 @@ export class KubeManager implements SubnetManager {
 
   /** Runs the Node informer until `signal` aborts; everything else reads it. (alloc: none.) */
   run(signal: AbortSignal): Promise<void> {
-    return this.#direct ? untilAborted(signal) : this.#informer.run(signal);
+    if (this.#direct) return untilAborted(signal);
+    // This Node's GET goes out before the list: on the one connection, its answer would otherwise
+    // come behind a page of 500 Nodes.
+    if (this.#options.nodeName) void this.#earlyOwn(this.#options.nodeName, signal);
+    return this.#informer.run(signal);
   }
 
   async getNetworkConfig(): Promise<NetworkConfig> {
@@ -91,30 +101,43 @@ export class KubeManager implements SubnetManager {
   async acquireLease(attrs: LeaseAttrs, signal: AbortSignal): Promise<Lease> {
     const config = this.#config ?? (await this.getNetworkConfig());
     const name = await this.#ownName(signal);
+    // This Node as one GET read it while every Node is being listed (flanneld waits for its
+    // informer's list; 5000 Nodes take most of a second): the lease need not wait for the peers.
+    if (!this.#direct && !this.#informer.synced) {
+      const own = await this.#beforeList(name, signal);
+      const lease = own ? await this.#leaseFrom(config, name, own, attrs, signal) : undefined;
+      if (lease) return lease;
+    }
     let waiting = '';
     for await (const batch of this.#ownNodeChanges(name, signal)) {
       if (waiting && !batch.some((c) => c.record.name === name)) continue;
       const node = this.#node(name);
-      const subnet = node ? ownSubnets(config, node) : undefined;
-      if (subnet && 'problem' in subnet) throw new WeftError(ErrorCodes.CONFIG, `node "${name}" ${subnet.problem}`);
-      if (node && subnet) {
-        for (const [cidr, network] of [[subnet.ipv4, config.network], [subnet.ipv6, config.ipv6Network]] as const) {
-          if (cidr && network && !containsCidr(network, cidr)) {
-            throw new WeftError(ErrorCodes.CONFIG, `subnet "${formatCidr(network)}" specified in the flannel net config doesn't contain "${formatCidr(cidr)}" PodCIDR of the "${name}" node`);
-          }
-        }
-        const published = await this.#publish(name, attrs, signal);
-        this.#attrs = attrs;
-        this.#lease = this.#ownLease(published, subnet, attrs);
-        this.#log.info({ node: name, subnet: formatSubnetPair(subnet) }, 'lease acquired from the node\'s podCIDR');
-        publish('lease', { held: true });
-        return this.#lease;
-      }
+      const lease = node ? await this.#leaseFrom(config, name, node, attrs, signal) : undefined;
+      if (lease) return lease;
       const why = node ? `waiting for node "${name}" to be assigned a podCIDR` : `waiting for node "${name}" to be registered`;
       if (why !== waiting) this.#log.warn({ node: name }, why);
       waiting = why;
     }
     throw signal.reason;
+  }
+
+  /** The lease `node` (this one, as read) gives, its annotations published; undefined while it has no podCIDR. */
+  async #leaseFrom(config: NetworkConfig, name: string, node: NodeRecord, attrs: LeaseAttrs, signal: AbortSignal): Promise<Lease | undefined> {
+    const subnet = ownSubnets(config, node);
+    if (!subnet) return undefined;
+    if ('problem' in subnet) throw new WeftError(ErrorCodes.CONFIG, `node "${name}" ${subnet.problem}`);
+    for (const [cidr, network] of [[subnet.ipv4, config.network], [subnet.ipv6, config.ipv6Network]] as const) {
+      if (cidr && network && !containsCidr(network, cidr)) {
+        throw new WeftError(ErrorCodes.CONFIG, `subnet "${formatCidr(network)}" specified in the flannel net config doesn't contain "${formatCidr(cidr)}" PodCIDR of the "${name}" node`);
+      }
+    }
+    const published = await this.#publish(name, attrs, signal, node);
+    this.#attrs = attrs;
+    this.#lease = this.#ownLease(published, subnet, attrs);
+    this.#leasedAt = this.#clock.now();
+    this.#log.info({ node: name, subnet: formatSubnetPair(subnet) }, 'lease acquired from the node\'s podCIDR');
+    publish('lease', { held: true });
+    return this.#lease;
   }
 
   /**
@@ -227,6 +250,8 @@ export class KubeManager implements SubnetManager {
   /** From the informer's cache: no request. (alloc: the lease as taken, confirmed by the connection's liveness.) */
   async checkLease(): Promise<LeaseCheck> {
     if (this.#direct) return { held: this.#lease !== undefined, confirmedAt: this.#client.lastAlive() };
+    // Until the first list is in, the GET and the patch that gave the lease are the last word.
+    if (!this.#informer.synced && this.#lease) return { held: true, confirmedAt: this.#leasedAt };
     const confirmedAt = this.#informer.contactAt();
     const name = this.#nodeName ? await this.#nodeName : undefined;
     const node = name ? this.#informer.get(name) : undefined;
@@ -239,6 +264,9 @@ export class KubeManager implements SubnetManager {
   /** NodeNetworkUnavailable=False, reason FlannelIsUp, once the network is up (spec §6.5); retried until it lands. */
   async networkUp(signal: AbortSignal): Promise<void> {
     const name = await this.#ownName(signal);
+    // Not before the peers are known, as with flanneld, which takes its lease only once its
+    // informer has listed every Node: here the lease may come first.
+    if (!this.#direct) await this.#informer.whenSynced(signal);
     const now = new Date(this.#clock.now()).toISOString();
     const patch = {
       status: { conditions: [{ type: 'NetworkUnavailable', status: 'False', reason: 'FlannelIsUp', message: 'Flannel is running on this node', lastTransitionTime: now, lastHeartbeatTime: now }] },
@@ -270,9 +298,8 @@ export class KubeManager implements SubnetManager {
     return result && !('problem' in result) ? result : undefined;
   }
 
-  /** Publishes `attrs` as the node's annotations if the cache says they differ; the Node as it is then. */
-  async #publish(name: string, attrs: LeaseAttrs, signal: AbortSignal): Promise<NodeRecord | undefined> {
-    const current = this.#node(name);
+  /** Publishes `attrs` as the node's annotations if they differ from `current`'s (default: the cache's); the Node as it is then. */
+  async #publish(name: string, attrs: LeaseAttrs, signal: AbortSignal, current = this.#node(name)): Promise<NodeRecord | undefined> {
     const changed = ownAnnotations(this.#names, attrs, current?.annotations ?? {});
     if (Object.keys(changed).length === 0) return current;
     const answer = await this.#patch(name, { metadata: { annotations: changed } }, 'node annotations', signal);
@@ -317,14 +344,40 @@ export class KubeManager implements SubnetManager {
     return this.#direct ? this.#own : this.#informer.get(name);
   }
 
-  /** This Node once the cache is filled: the informer synced, or (alloc) one GET made. */
+  /** This Node once it has been read: by the early GET, or the informer's list; (alloc) one GET made. */
   async #synced(name: string, signal: AbortSignal): Promise<NodeRecord | undefined> {
     if (!this.#direct) {
+      const own = this.#informer.synced ? undefined : await this.#beforeList(name, signal);
+      if (own) return own;
       await this.#informer.whenSynced(signal);
       return this.#informer.get(name);
     }
     if (!this.#own) await this.#fetch(name, signal);
     return this.#own;
+  }
+
+  /**
+   * This Node from one GET, made once, beside the informer's list: undefined when it does not
+   * exist yet or the GET failed (the list then has the last word, and its own retries).
+   */
+  #earlyOwn(name: string, signal: AbortSignal): Promise<NodeRecord | undefined> {
+    this.#early ??= this.#client.get(`${nodesPath}/${encodeURIComponent(name)}`, signal).then(
+      (raw) => this.#decoder.record(raw),
+      (err: unknown) => {
+        if (!signal.aborted && !(err instanceof KubeApiError && err.status === 404)) this.#log.warn({ err, node: name }, `could not read node "${name}"; waiting for the list of every node`);
+        return undefined;
+      },
+    );
+    return this.#early;
+  }
+
+  /**
+   * This Node as the early GET read it, unless the list is in first (a GET that hangs until its
+   * deadline must not hold up what the cache can answer): then undefined, and the cache decides.
+   */
+  async #beforeList(name: string, signal: AbortSignal): Promise<NodeRecord | undefined> {
+    const own = await Promise.race([this.#earlyOwn(name, signal), this.#informer.whenSynced(signal).then(() => undefined)]);
+    return this.#informer.synced ? undefined : own;
   }
 
   /** One GET of this Node; undefined while it does not exist. */
