@@ -7,6 +7,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { policyModeName } from '../cni/policy-hook.js';
 import { netnsSkipReason, nsExec } from '../testing/netns.js';
 import { waitUntil } from '../testing/wait.js';
 import { type NetPod, expectMatrix, matrix, metrics, namespaceObject, policyObject, probe, startPolicyCluster, status } from './netpol-scenarios.js';
@@ -76,6 +79,15 @@ test('NetworkPolicy as a dry run: nothing is rejected, and what would be is coun
   assert.ok(p.deniedPairs.some((d) => d.from === 'y/b'), 'a pod of the other node is named too');
   assert.match(await metrics(n1), /weft_policy_denied_packets_total\{pod="x\/a",direction="ingress",mode="dry-run"\} [1-9]/);
   assert.match(await metrics(n1), /weft_policy_mode\{mode="dry-run"\} 1/);
+
+  // Turned off: the next agent takes away the table and the CNI plugin's hook files the last one left.
+  const modeFile = join(dirname(n1.subnetFile), policyModeName);
+  await stat(modeFile);
+  await cluster.stopAgent(n1, 'SIGKILL');
+  cluster.startAgent(n1, ['--network-policy=off']);
+  await waitUntil('node1\'s table gone', () => nsExec(n1.ns, 'nft', ['list', 'table', 'inet', 'weft-policy']).then(() => false, () => true), 30_000);
+  await assert.rejects(stat(modeFile), { code: 'ENOENT' });
+  await expectMatrix('nothing isolated with the policy off', pods, () => true);
 });
 
 test('a new pod a policy selects is isolated from its first packet: the CNI ADD returns only once its chains are in', { skip, timeout: 240_000 }, async (t) => {

@@ -224,6 +224,7 @@ test('what the agent wrote before its first list was in: kept where the list pre
   assert.equal(informer.observe(newer)?.podCidrs[0], '198.18.22.0/24');
   // An answer older than the list (its object changed since): the list's is the later word.
   informer.observe(older);
+  assert.equal(informer.observe({ metadata: {} }), undefined, 'an object without a name is no record');
   assert.equal(informer.synced, false);
   assert.equal(informer.get('newer'), undefined, 'nothing in the cache before the list');
   release();

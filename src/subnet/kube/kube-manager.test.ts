@@ -8,6 +8,7 @@ import { followPeers } from '../../testing/peer-view.js';
 import { waitUntil } from '../../testing/wait.js';
 import { parseIp } from '../../ip/ip.js';
 import { isWeftError } from '../../core/errors.js';
+import { subscribe } from '../../core/events.js';
 
 const P = 'flannel.alpha.coreos.com/';
 const netConf = '{"Network":"198.18.0.0/16","Backend":{"Type":"vxlan"}}';
@@ -140,7 +141,8 @@ test('one list, one watch and one GET of the node (at start) serve the lease, th
     for await (const _ of m.holdLease(signal)) void _;
   })();
   await waitUntil('n2 seen', () => view.peers.has('198.18.2.0/24'));
-  await waitUntil('held', async () => (await m.checkLease()).held);
+  // Held by the watch's word, not only the patch's: the watch is asked for once the list is in.
+  await waitUntil('held, and watching', async () => (await m.checkLease()).held && requests(f, 'watch') === 1);
   const before = f.server.requests.length;
   for (let i = 0; i < 5; i++) assert.equal((await m.checkLease()).held, true);
   assert.equal(f.server.requests.length, before, 'the health check makes no request');
@@ -240,6 +242,24 @@ test('a GET of the node that hangs does not hold up the lease once the list is i
   assert.equal(f.server.faultsFired, 1, 'the GET was made, and hangs');
 });
 
+test('the lease is announced when taken; an unusable podCIDR is refused by name; once listed, a changed node is no longer held', async (t) => {
+  const { f, manager, signal } = await setup(t);
+  f.server.createNode('bad', { podCIDR: 'not-a-cidr' });
+  await assert.rejects(manager('bad').acquireLease(vxlanAttrs(2), signal), (err) => isWeftError(err, 'WEFT_ERR_CONFIG') && err.message.startsWith('node "bad" '));
+  f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
+  const heard: boolean[] = [];
+  const off = subscribe('lease', (m) => heard.push(m.held));
+  t.after(off);
+  const log = recordingLogger();
+  const m = manager('self', log);
+  await m.acquireLease(vxlanAttrs(1), signal);
+  assert.deepEqual(heard, [true]);
+  await waitUntil('held by the list\'s word', async () => log.lines.some((l) => l.msg === 'nodes listed') && (await m.checkLease()).held);
+  // No holdLease here to put them back: the cache shows the annotations gone.
+  f.server.updateNode('self', (n) => delete n.metadata.annotations![`${P}public-ip`]);
+  await waitUntil('no longer held', async () => !(await m.checkLease()).held);
+});
+
 test('a failed GET of the node leaves the lease to the list, the failure logged once', async (t) => {
   const { f, manager, signal } = await setup(t);
   f.server.createNode('self', { podCIDR: '198.18.1.0/24' });
@@ -335,6 +355,8 @@ test('without NODE_NAME the node comes from the agent\'s Pod (POD_NAME, POD_NAME
   f.server.createPod('kube-flannel', 'kube-flannel-ds-x1', 'worker-7');
   const lease = await manager({ podName: 'kube-flannel-ds-x1', podNamespace: 'kube-flannel' }).acquireLease(vxlanAttrs(7), signal);
   assert.equal(lease.subnet.ipv4?.ip.value, parseIp('198.18.7.0').value);
+  const nodeGets = f.server.requests.filter((r) => r.method === 'GET' && /^\/api\/v1\/nodes\/[^?]+$/.test(r.url));
+  assert.ok(nodeGets.every((r) => r.url === '/api/v1/nodes/worker-7'), `a Node GET waits for the name the Pod gives: ${nodeGets.map((r) => r.url).join(', ')}`);
   await assert.rejects(manager({ podName: '', podNamespace: '' }).acquireLease(vxlanAttrs(7), signal), (err) => isWeftError(err, 'WEFT_ERR_CONFIG'));
 });
 
@@ -354,6 +376,8 @@ test('alloc, as flannel: no informer; the own Node is read with GETs until it ha
   assert.deepEqual([requests(f, 'list'), requests(f, 'watch')], [0, 0], 'no informer of every Node');
   assert.ok(requests(f, 'get') >= 2, 'the own Node, read until it was there');
   assert.equal((await m.checkLease()).held, true);
+  await m.networkUp(signal);
+  assert.equal(f.server.getNode('n1').status.conditions?.[0]?.['status'], 'False', 'NetworkUnavailable=False without an informer to wait for');
   const first = await m.watchLeases(signal).next();
   assert.deepEqual(first.value, [], 'no peers');
 });
