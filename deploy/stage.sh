@@ -17,14 +17,18 @@ mkdir -p "$stage/opt/weft/bin"
 cp "$cni/weft" "$stage/opt/weft/bin/weft"
 ln -s weft "$stage/opt/weft/bin/flanneld"
 cp "$cni/flannel" "$stage/opt/weft/bin/flannel"
-(cd dist && find src \( -name '*.js' -o -name '*.cjs' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*' ! -path 'src/bundle-test-*') |
-  while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
+# The bundle's code cache is tied to the bundle's modification time (src/cli/entry.cts): cp -p.
+(cd dist && find src \( -name '*.js' -o -name '*.cjs' -o -name 'bundle.cache' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*' ! -path 'src/bundle-test-*') |
+  while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp -p "dist/$f" "$stage/opt/weft/dist/$f"; done
+# It is V8's for this machine's Node; another architecture's agent writes its own at its first start.
+[ -z "${WEFT_BUILD:-}" ] || rm -f "$stage/opt/weft/dist/src/cli/bundle.cache"
 # The commit it was built from (make build writes it), for `weft version`.
 cp dist/build.json "$stage/opt/weft/dist/build.json" 2>/dev/null || printf '{"commit":"unknown"}\n' > "$stage/opt/weft/dist/build.json"
 # weft's addons: sd_notify (READY=1 without systemd), udp_tun (the udp backend's packet path),
-# resident (drops start-up code from the resident set, maps the agent's bundle), nl_socket (the rtnetlink socket) and
-# wireguard (WireGuard where the kernel has none; it links libssl3's libcrypto).
-for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tun.node resident/build/Release/resident.node nl-socket/build/Release/nl_socket.node wireguard/build/Release/wireguard.node; do
+# resident (drops start-up code from the resident set, maps the agent's bundle), nl_socket (the rtnetlink socket),
+# spawn (the rule tools started without forking the agent) and wireguard (WireGuard where the kernel has none; it
+# links libssl3's libcrypto).
+for addon in sd-notify/build/Release/sd_notify.node udp-tun/build/Release/udp_tun.node resident/build/Release/resident.node nl-socket/build/Release/nl_socket.node spawn/build/Release/spawn.node wireguard/build/Release/wireguard.node; do
   mkdir -p "$stage/opt/weft/native/$(dirname "$addon")"
   cp "$native/$addon" "$stage/opt/weft/native/$addon"
 done

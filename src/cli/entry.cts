@@ -11,7 +11,7 @@
  * are on (Node reads them only for what it loads itself), the bundle is required as usual.
  */
 /* eslint-disable @typescript-eslint/no-require-imports -- CommonJS, see above */
-const { statSync } = require('node:fs') as typeof import('node:fs');
+const { readFileSync, renameSync, rmSync, statSync, writeFileSync } = require('node:fs') as typeof import('node:fs');
 const { createRequire } = require('node:module') as typeof import('node:module');
 const { join } = require('node:path') as typeof import('node:path');
 const { compileFunction } = require('node:vm') as typeof import('node:vm');
@@ -27,9 +27,57 @@ function loadCli(): Cli {
   const text = process.sourceMapsEnabled ? undefined : mapText(bundle);
   if (text === undefined) return require(bundle) as Cli;
   const module = { exports: {} as Cli };
-  const run = compileFunction(text, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: bundle });
+  const run = compileBundle(bundle, text, built);
   run.call(module.exports, module.exports, createRequire(bundle), module, bundle, __dirname);
   return module.exports;
+}
+
+/**
+ * The bundle compiled from V8's code cache of it, bundle.cache beside it: parsing 0.4 MB of script
+ * held every start's one thread for 26-34 ms (docs/benchmarks.md). V8 accepts a cache only from
+ * its own version and flags (bin/weft's) and for a script of the same length; the cache's header,
+ * the bundle's size and modification time, ties it to this build of the bundle. Where there is
+ * none, or either turns it down, the bundle is compiled from its text and the cache written again
+ * for the next start (make build writes the first; where the directory is read-only, nothing).
+ */
+function compileBundle(bundle: string, text: string, built: number): ReturnType<typeof compileFunction> {
+  const params = ['exports', 'require', 'module', '__filename', '__dirname'];
+  const cacheFile = join(__dirname, 'bundle.cache');
+  const header = Buffer.alloc(16);
+  header.writeDoubleLE(text.length, 0);
+  header.writeDoubleLE(built, 8);
+  const cache = readCache(cacheFile);
+  if (cache && cache.subarray(0, 16).equals(header)) {
+    const run = compileFunction(text, params, { filename: bundle, cachedData: cache.subarray(16) });
+    if (!(run as { cachedDataRejected?: boolean }).cachedDataRejected) return run;
+  }
+  const run = compileFunction(text, params, { filename: bundle, produceCachedData: true });
+  const produced = (run as { cachedData?: Buffer }).cachedData;
+  if (produced) writeCache(cacheFile, Buffer.concat([header, produced]));
+  return run;
+}
+
+function readCache(file: string): Buffer | undefined {
+  try {
+    return readFileSync(file);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Written whole or not at all (a start beside this one reads either the old cache or the new). */
+function writeCache(file: string, data: Buffer): void {
+  const temporary = `${file}.${process.pid}`;
+  try {
+    writeFileSync(temporary, data);
+    renameSync(temporary, file);
+  } catch {
+    try {
+      rmSync(temporary, { force: true });
+    } catch {
+      // a cache is never worth failing over
+    }
+  }
 }
 
 /**

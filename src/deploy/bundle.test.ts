@@ -142,3 +142,39 @@ test('entry.cjs runs the bundle from a mapping of the file, unless tsc wrote the
   await utimes(file('cli', 'bundle.cjs'), new Date(500_000), new Date(500_000));
   assert.equal(await which(), 'modules', 'tsc ran after the bundle was made');
 });
+
+test('entry.cjs compiles the bundle from its code cache, written on the first start and again when V8 or the bundle turns it down', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-entry-cache-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const file = (...p: string[]): string => join(dir, 'dist', 'src', ...p);
+  await mkdir(file('cli'), { recursive: true });
+  await copyFile(join(root, 'dist', 'src', 'cli', 'entry.cjs'), file('cli', 'entry.cjs'));
+  const addon = join(dir, 'native', 'resident', 'build', 'Release', 'resident.node');
+  await mkdir(dirname(addon), { recursive: true });
+  await copyFile(nativeAddonPath('resident', 'resident'), addon);
+  const bundle = file('cli', 'bundle.cjs');
+  const cache = file('cli', 'bundle.cache');
+  // Two bundles of one length: V8's own check of a cache is the script's length.
+  const write = (says: 'one' | 'two', at: number): Promise<void> =>
+    writeFile(bundle, `exports.runProcess = async () => process.stdout.write('${says}');\n`).then(() => utimes(bundle, new Date(at), new Date(at)));
+  const start = async (flags: string[] = []): Promise<string> => (await run(process.execPath, [...flags, file('cli', 'entry.cjs'), 'version'])).stdout;
+  const inode = async (): Promise<number | undefined> => (await stat(cache).catch(() => undefined))?.ino;
+  await write('one', 1_000_000);
+  assert.equal(await inode(), undefined);
+  assert.equal(await start(), 'one');
+  const first = await inode();
+  assert.ok(first !== undefined, 'the first start writes the cache');
+  assert.equal(await start(), 'one');
+  assert.equal(await inode(), first, 'the next start takes it as it is');
+  assert.equal(await start(['--no-maglev']), 'one');
+  const other = await inode();
+  assert.notEqual(other, first, 'other V8 flags: V8 turns it down, and it is written for them');
+  assert.equal(await start(['--no-maglev']), 'one');
+  assert.equal(await inode(), other);
+  await write('two', 2_000_000);
+  assert.equal(await start(['--no-maglev']), 'two', 'a new bundle of the same length runs as written, not from the old cache');
+  assert.notEqual(await inode(), other);
+  await writeFile(cache, 'not a cache at all, and long enough to have a header');
+  assert.equal(await start(), 'two', 'a cache that is not one is written again');
+  assert.ok((await readFile(cache)).length > 64);
+});

@@ -67,7 +67,7 @@ function emulated(args: readonly string[], options: { cwd?: string; env?: NodeJS
 
 test('the arm64 build: its executables are arm64, and its unit tests pass under emulation, with its own addons', { skip, timeout: 300_000 }, async (t) => {
   const { dir, weft } = await unpack(t);
-  for (const f of ['bin/weft', 'bin/flannel', 'native/nl-socket/build/Release/nl_socket.node', 'native/udp-tun/build/Release/udp_tun.node', 'native/wireguard/build/Release/wireguard.node']) {
+  for (const f of ['bin/weft', 'bin/flannel', 'native/nl-socket/build/Release/nl_socket.node', 'native/spawn/build/Release/spawn.node', 'native/udp-tun/build/Release/udp_tun.node', 'native/wireguard/build/Release/wireguard.node']) {
     assert.equal(await machine(join(weft, f)), EM_AARCH64, `${f} is an arm64 ELF`);
   }
   const versionLine = await emulated([join(weft, 'bin', 'weft'), 'version']);

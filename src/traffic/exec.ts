@@ -3,7 +3,7 @@
  * does. A tool that hangs (a held xtables lock, say) is killed after a deadline rather than
  * stopping the agent's rule keeping for good.
  */
-import { spawn } from 'node:child_process';
+import { type ChildExit, type ChildStarter, type StartedChild, StartError, defaultStarter } from './child-start.js';
 import { ErrorCodes, WeftError } from '../core/errors.js';
 
 export type Exec = (cmd: string, args: readonly string[], input?: string) => Promise<string>;
@@ -21,30 +21,57 @@ export class CommandError extends WeftError {
   }
 }
 
+export interface RunnerOptions {
+  /** How long a command may run before it is killed (30 s). */
+  readonly deadlineMs?: number;
+  /** How children are started (child-start.ts): the addon's posix_spawn where built. */
+  readonly starter?: ChildStarter;
+}
+
 /** Runs a command, feeding `input` on stdin; rejects with a CommandError carrying its stderr. */
-export const execCommand: Exec = (cmd, args, input) =>
-  new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), deadlineMs);
-    child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-    child.once('error', (e: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      reject(new CommandError(`${cmd}: ${e.message}`, { ...(e.code ? { errno: e.code } : {}), cause: e }));
-    });
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) resolve(out);
-      else reject(new CommandError(`${cmd} ${args.join(' ')} failed (${signal ? `killed by ${signal} after ${deadlineMs} ms` : `exit ${code}`}): ${err.trim()}`));
-    });
+export const execCommand: Exec = (cmd, args, input) => commandRunner()(cmd, args, input);
+
+export function commandRunner(options: RunnerOptions = {}): Exec {
+  const limitMs = options.deadlineMs ?? deadlineMs;
+  return async (cmd, args, input) => {
+    let child: StartedChild;
+    try {
+      child = (options.starter ?? defaultStarter())(cmd, args, input !== undefined);
+    } catch (err) {
+      throw startFailure(cmd, err);
+    }
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (d: Buffer) => out.push(d));
+    child.stderr.on('data', (d: Buffer) => err.push(d));
+    let killed = false;
+    const timer = setTimeout(() => {
+      killed = true;
+      child.kill();
+    }, limitMs);
     // A command that exits before reading all of its input (it failed on the first line) closes
     // the pipe under the write: its exit status says what happened, not an EPIPE that would end
     // the agent as an unhandled error.
     child.stdin?.on('error', () => undefined);
     child.stdin?.end(input);
-  });
+    let exit: ChildExit;
+    try {
+      exit = await child.exited;
+    } catch (e) {
+      throw startFailure(cmd, e);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (exit.code === 0 && !killed) return Buffer.concat(out).toString();
+    const why = killed ? `killed by ${exit.signal ?? 'SIGKILL'} after ${limitMs} ms` : exit.signal ? `killed by ${exit.signal}` : `exit ${exit.code}`;
+    throw new CommandError(`${cmd} ${args.join(' ')} failed (${why}): ${Buffer.concat(err).toString().trim()}`);
+  };
+}
+
+function startFailure(cmd: string, err: unknown): CommandError {
+  if (err instanceof StartError) return new CommandError(err.message, { errno: err.errno, cause: err });
+  return new CommandError(`${cmd}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+}
 
 /** True when the command itself does not exist on this host. */
 export function isMissingCommand(err: unknown): boolean {
