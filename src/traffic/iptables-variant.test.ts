@@ -19,6 +19,7 @@ test('kubelet\'s hint decides first (nf_tables before legacy), then where the ru
     ['no hint, more legacy rules, one save failed', { nftMangle: [empty, empty], legacy: [rules(3), undefined], nft: [rules(2), undefined] }, 'legacy'],
     ['the hint\'s name in a rule is no hint chain', { nftMangle: [`*mangle\n-A X -m comment --comment ":KUBE-IPTABLES-HINT" -j RETURN\n`, empty], legacy: [rules(3), empty], nft: [rules(1), empty] }, 'legacy'],
     ['no legacy commands', { nftMangle: [empty, empty], legacy: [undefined, undefined], nft: [rules(1), empty] }, undefined],
+    ['no legacy commands, hint in nf_tables', { nftMangle: [withHint, empty], legacy: [undefined, undefined], nft: [] }, 'nft'],
     ['no nft commands', { nftMangle: [undefined, undefined], legacy: [rules(1), empty], nft: [undefined, undefined] }, undefined],
   ];
   for (const [what, probe, want] of cases) assert.equal(chooseVariant(probe).variant, want, what);
@@ -35,4 +36,14 @@ test('detection runs each save once, counts a failed one as missing, and names t
   assert.equal(choice.variant, 'legacy');
   assert.deepEqual(calls, ['iptables-nft-save -t mangle', 'ip6tables-nft-save -t mangle', 'iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save']);
   assert.deepEqual([iptablesCommand(4, '-restore', 'legacy'), iptablesCommand(6, '-save', 'nft'), iptablesCommand(4, ''), iptablesCommand(6, '', 'legacy')], ['iptables-legacy-restore', 'ip6tables-nft-save', 'iptables', 'ip6tables-legacy']);
+});
+
+test('a hint in the nf_tables mangle tables ends the detection after the two saves that found it', async () => {
+  const calls: string[] = [];
+  const choice = await detectIptablesVariant(async (cmd, args) => {
+    calls.push([cmd, ...args].join(' '));
+    return cmd === 'ip6tables-nft-save' ? withHint : rules(50);
+  });
+  assert.deepEqual(choice, { variant: 'nft', why: 'kubelet\'s hint chain is in the nf_tables tables' });
+  assert.deepEqual(calls, ['iptables-nft-save -t mangle', 'ip6tables-nft-save -t mangle']);
 });
