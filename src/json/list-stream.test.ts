@@ -95,3 +95,48 @@ test('each top-level member but the items is heard as soon as it is parsed, befo
   assert.deepEqual(heard, ['kind "NodeList"', 'metadata {"continue":"abc"}', 'count 3', 'item 1', 'item 2', 'after null']);
   assert.deepEqual(list.end().members, { kind: 'NodeList', metadata: { continue: 'abc' }, count: 3, after: null });
 });
+
+test('items that end where the next begins as the first did are taken whole, and agree with JSON.parse wherever that guess is wrong', () => {
+  const node = (i: number): unknown => ({ metadata: { name: `n${i}`, labels: { 'a/b': 'é😀' } }, spec: { podCIDR: '198.18.0.0/24' }, status: { conditions: [{ type: 'Ready' }, { type: 'x' }] } });
+  const items: unknown[] = Array.from({ length: 200 }, (_, i) => node(i));
+  // Where the boundary's text is not a boundary: inside an item (its own objects led by the same
+  // key), inside strings (escaped), and before an item that starts with another key.
+  items[3] = { metadata: { name: 'nested' }, more: [{ metadata: 1 }, { metadata: 2 }] };
+  items[5] = { metadata: { name: '},{"metadata":' }, note: '\\},{\"metadata\":' };
+  items[7] = { spec: { first: 'another key first' }, metadata: { name: 'n7' } };
+  items[8] = { metadata: { name: 'after the odd one' } };
+  const list = { kind: 'NodeList', metadata: { resourceVersion: '9' }, items };
+  const bytes = Buffer.from(JSON.stringify(list));
+  for (const size of [bytes.length, 4096, 700, 97]) {
+    const seen: unknown[] = [];
+    const stream = new ListStream((item) => seen.push(item));
+    for (let at = 0; at < bytes.length; at += size) stream.write(bytes.subarray(at, at + size));
+    const head = stream.end();
+    assert.deepEqual(seen, items, `chunks of ${size}`);
+    assert.deepEqual(head.members, { kind: 'NodeList', metadata: { resourceVersion: '9' } });
+    if (size === bytes.length) {
+      // The first (it gives the boundary), the one with nested objects, the one before another
+      // key first (its guess spans two items), and the last (no boundary after it).
+      assert.equal(head.scanned, 4, 'in one chunk');
+    } else {
+      // Besides those, only the items a chunk's end cuts, or the boundary after them: two a chunk.
+      assert.ok(head.scanned <= 4 + 2 * Math.ceil(bytes.length / size), `chunks of ${size}: ${head.scanned} scanned`);
+      if (size === 4096) assert.ok(head.scanned < items.length / 4, `chunks of ${size}: ${head.scanned} scanned`);
+    }
+  }
+  // A list whose items share no first key is scanned whole, and right.
+  const mixed = { items: [{ a: 1 }, { b: 2 }, { a: 3 }] };
+  const seen: unknown[] = [];
+  const stream = new ListStream((item) => seen.push(item));
+  stream.write(Buffer.from(JSON.stringify(mixed)));
+  assert.equal(stream.end().scanned, 2);
+  assert.deepEqual(seen, mixed.items);
+});
+
+test('a malformed item is an error whether or not it was taken whole', () => {
+  const good = '{"metadata":{"name":"a"}}';
+  for (const bad of ['{"metadata":{"name":"b",}}', '{"metadata":{"name":"b"}']) {
+    const text = `{"items":[${good},${bad},${good}]}`;
+    assert.throws(() => decode(text, []), (err) => err instanceof ListStreamError || err instanceof SyntaxError, bad);
+  }
+});
