@@ -75,7 +75,7 @@ build: deps
 	npx tsc -p tsconfig.json
 	@node dist/src/deploy/bundle.js >/dev/null
 	@printf '{"commit":"%s"}\n' "$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" > dist/build.json
-	@bin/weft version >/dev/null # the first start writes V8's code cache of the bundle (src/cli/entry.cts)
+	@WEFT_NODE_FLAGS= bin/weft version >/dev/null # the first start writes V8's code cache of the bundle (src/cli/entry.cts), under bin/weft's own flags
 
 lint: build
 	npx eslint --max-warnings=0 src bench

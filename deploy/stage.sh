@@ -17,9 +17,8 @@ mkdir -p "$stage/opt/weft/bin"
 cp "$cni/weft" "$stage/opt/weft/bin/weft"
 ln -s weft "$stage/opt/weft/bin/flanneld"
 cp "$cni/flannel" "$stage/opt/weft/bin/flannel"
-# The bundle's code cache is tied to the bundle's modification time (src/cli/entry.cts): cp -p.
 (cd dist && find src \( -name '*.js' -o -name '*.cjs' -o -name 'bundle.cache' \) ! -name '*.test.js' ! -path 'src/testing/*' ! -path 'src/e2e/*' ! -path 'src/demo/*' ! -path 'src/deploy/*' ! -path 'src/bundle-test-*') |
-  while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp -p "dist/$f" "$stage/opt/weft/dist/$f"; done
+  while read -r f; do mkdir -p "$stage/opt/weft/dist/$(dirname "$f")" && cp "dist/$f" "$stage/opt/weft/dist/$f"; done
 # It is V8's for this machine's Node; another architecture's agent writes its own at its first start.
 [ -z "${WEFT_BUILD:-}" ] || rm -f "$stage/opt/weft/dist/src/cli/bundle.cache"
 # The commit it was built from (make build writes it), for `weft version`.

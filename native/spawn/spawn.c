@@ -90,22 +90,25 @@ static napi_value Spawn(napi_env env, napi_callback_info info) {
   }
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_init(&attr);
-  if (with_stdin) posix_spawn_file_actions_adddup2(&actions, in[0], 0);
-  else posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
   sigset_t none, all;
   sigemptyset(&none);
   sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, argv[0], &actions, &attr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  /* Each step's failure (ENOMEM) stops the start: a child without its pipes would write into the agent's own output. */
+  int rc = posix_spawn_file_actions_init(&actions);
+  if (rc == 0 && (rc = posix_spawnattr_init(&attr)) != 0) posix_spawn_file_actions_destroy(&actions);
+  if (rc == 0) {
+    if (with_stdin) rc = posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    else rc = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+    if (rc == 0) rc = posix_spawnattr_setsigmask(&attr, &none);
+    if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr, &all);
+    if (rc == 0) rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (rc == 0) rc = posix_spawnp(&pid, argv[0], &actions, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+  }
   char what[64];
   snprintf(what, sizeof what, "spawn %s", argv[0]);
   free_argv(argv, n + 1);

@@ -11,7 +11,7 @@
  * are on (Node reads them only for what it loads itself), the bundle is required as usual.
  */
 /* eslint-disable @typescript-eslint/no-require-imports -- CommonJS, see above */
-const { readFileSync, renameSync, rmSync, statSync, writeFileSync } = require('node:fs') as typeof import('node:fs');
+const { accessSync, constants, readFileSync, renameSync, rmSync, statSync, writeFileSync } = require('node:fs') as typeof import('node:fs');
 const { createRequire } = require('node:module') as typeof import('node:module');
 const { join } = require('node:path') as typeof import('node:path');
 const { compileFunction } = require('node:vm') as typeof import('node:vm');
@@ -27,34 +27,47 @@ function loadCli(): Cli {
   const text = process.sourceMapsEnabled ? undefined : mapText(bundle);
   if (text === undefined) return require(bundle) as Cli;
   const module = { exports: {} as Cli };
-  const run = compileBundle(bundle, text, built);
+  const run = compileBundle(bundle, text);
   run.call(module.exports, module.exports, createRequire(bundle), module, bundle, __dirname);
   return module.exports;
 }
 
 /**
  * The bundle compiled from V8's code cache of it, bundle.cache beside it: parsing 0.4 MB of script
- * held every start's one thread for 26-34 ms (docs/benchmarks.md). V8 accepts a cache only from
- * its own version and flags (bin/weft's) and for a script of the same length; the cache's header,
- * the bundle's size and modification time, ties it to this build of the bundle. Where there is
- * none, or either turns it down, the bundle is compiled from its text and the cache written again
- * for the next start (make build writes the first; where the directory is read-only, nothing).
+ * held every start's one thread for 26-34 ms (docs/benchmarks.md). V8 takes a cache only from its
+ * own version and flags (bin/weft's), and checks no more of the script than its length; the
+ * cache's header, the identity make build writes as the bundle's last line (a hash of its text,
+ * deploy/bundle.ts), ties it to this bundle. Where there is none, or either turns it down, the
+ * bundle is compiled from its text, and a cache written for the next start where the directory
+ * can be written (make build writes the first; a read-only install keeps what it shipped).
  */
-function compileBundle(bundle: string, text: string, built: number): ReturnType<typeof compileFunction> {
+function compileBundle(bundle: string, text: string): ReturnType<typeof compileFunction> {
   const params = ['exports', 'require', 'module', '__filename', '__dirname'];
+  const id = /\/\/# weft-bundle=([0-9a-f]{32})\n$/.exec(text.slice(-64))?.[1];
+  if (!id) return compileFunction(text, params, { filename: bundle });
   const cacheFile = join(__dirname, 'bundle.cache');
-  const header = Buffer.alloc(16);
-  header.writeDoubleLE(text.length, 0);
-  header.writeDoubleLE(built, 8);
+  const header = Buffer.from(id, 'latin1');
   const cache = readCache(cacheFile);
-  if (cache && cache.subarray(0, 16).equals(header)) {
-    const run = compileFunction(text, params, { filename: bundle, cachedData: cache.subarray(16) });
-    if (!(run as { cachedDataRejected?: boolean }).cachedDataRejected) return run;
+  if (cache && cache.subarray(0, header.length).equals(header)) {
+    const run = compileFunction(text, params, { filename: bundle, cachedData: cache.subarray(header.length) });
+    // Turned down, it was compiled from the text all the same.
+    if (!(run as { cachedDataRejected?: boolean }).cachedDataRejected || !writable(__dirname)) return run;
+  } else if (!writable(__dirname)) {
+    return compileFunction(text, params, { filename: bundle });
   }
   const run = compileFunction(text, params, { filename: bundle, produceCachedData: true });
   const produced = (run as { cachedData?: Buffer }).cachedData;
   if (produced) writeCache(cacheFile, Buffer.concat([header, produced]));
   return run;
+}
+
+function writable(dir: string): boolean {
+  try {
+    accessSync(dir, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function readCache(file: string): Buffer | undefined {
@@ -67,9 +80,9 @@ function readCache(file: string): Buffer | undefined {
 
 /** Written whole or not at all (a start beside this one reads either the old cache or the new). */
 function writeCache(file: string, data: Buffer): void {
-  const temporary = `${file}.${process.pid}`;
+  const temporary = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}`;
   try {
-    writeFileSync(temporary, data);
+    writeFileSync(temporary, data, { flag: 'wx' });
     renameSync(temporary, file);
   } catch {
     try {

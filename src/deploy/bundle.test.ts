@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { nativeAddonPath } from '../core/native-addon.js';
-import { buildBundle, bundleBanner, bundleSource, unbundledModules } from './bundle.js';
+import { buildBundle, bundleBanner, bundleSource, unbundledModules, withBundleId } from './bundle.js';
 
 const run = promisify(execFile);
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -47,7 +47,8 @@ test('the bundle runs the command line as the modules do, in strict mode', async
   const code = await readFile(outfile, 'utf8');
   assert.ok(code.startsWith(bundleBanner), 'the banner, and so the directive, opens the file');
   // The source map beside it, chained to tsc's: TypeScript lines under --enable-source-maps.
-  assert.ok(code.trimEnd().endsWith('//# sourceMappingURL=bundle.cjs.map'));
+  // (Then its identity, a comment that the source map's lookup passes over: entry.cts.)
+  assert.match(code, /\n\/\/# sourceMappingURL=bundle\.cjs\.map\n\/\/# weft-bundle=[0-9a-f]{32}\n$/);
   const map = JSON.parse(await readFile(`${outfile}.map`, 'utf8')) as { sources: string[] };
   assert.ok(map.sources.some((s) => s.endsWith('src/cli/main.ts')), map.sources.slice(0, 3).join(', '));
   const runner = (target: string): Promise<string> => writeFile(join(dir, 'run.cjs'), `require(${JSON.stringify(target)}).runProcess();\n`).then(async () => (await run(process.execPath, [join(dir, 'run.cjs'), 'version'])).stdout);
@@ -154,13 +155,18 @@ test('entry.cjs compiles the bundle from its code cache, written on the first st
   await copyFile(nativeAddonPath('resident', 'resident'), addon);
   const bundle = file('cli', 'bundle.cjs');
   const cache = file('cli', 'bundle.cache');
-  // Two bundles of one length: V8's own check of a cache is the script's length.
-  const write = (says: 'one' | 'two', at: number): Promise<void> =>
-    writeFile(bundle, `exports.runProcess = async () => process.stdout.write('${says}');\n`).then(() => utimes(bundle, new Date(at), new Date(at)));
+  // Bundles of one length and one modification time (a release tarball's): V8's own check of a
+  // cache is the script's length; the identity make build writes as the last line tells them apart.
+  const write = (says: 'one' | 'two', id = true): Promise<void> => {
+    const text = `exports.runProcess = async () => process.stdout.write('${says}');\n`;
+    return writeFile(bundle, id ? withBundleId(text) : text).then(() => utimes(bundle, new Date(1_000_000), new Date(1_000_000)));
+  };
   const start = async (flags: string[] = []): Promise<string> => (await run(process.execPath, [...flags, file('cli', 'entry.cjs'), 'version'])).stdout;
   const inode = async (): Promise<number | undefined> => (await stat(cache).catch(() => undefined))?.ino;
-  await write('one', 1_000_000);
-  assert.equal(await inode(), undefined);
+  await write('one', false);
+  assert.equal(await start(), 'one');
+  assert.equal(await inode(), undefined, 'a bundle without its identity is compiled without a cache');
+  await write('one');
   assert.equal(await start(), 'one');
   const first = await inode();
   assert.ok(first !== undefined, 'the first start writes the cache');
@@ -171,10 +177,17 @@ test('entry.cjs compiles the bundle from its code cache, written on the first st
   assert.notEqual(other, first, 'other V8 flags: V8 turns it down, and it is written for them');
   assert.equal(await start(['--no-maglev']), 'one');
   assert.equal(await inode(), other);
-  await write('two', 2_000_000);
-  assert.equal(await start(['--no-maglev']), 'two', 'a new bundle of the same length runs as written, not from the old cache');
+  await write('two');
+  assert.equal(await start(['--no-maglev']), 'two', 'a new bundle of the same length and time runs as written, not from the old cache');
   assert.notEqual(await inode(), other);
-  await writeFile(cache, 'not a cache at all, and long enough to have a header');
+  await writeFile(cache, 'not a cache at all, and long enough to have a header and more');
   assert.equal(await start(), 'two', 'a cache that is not one is written again');
   assert.ok((await readFile(cache)).length > 64);
+});
+
+test('make build\'s bundle ends with its identity, and its cache names it', async () => {
+  const text = await readFile(join(root, 'dist', 'src', 'cli', 'bundle.cjs'), 'latin1');
+  const id = /\/\/# weft-bundle=([0-9a-f]{32})\n$/.exec(text)?.[1];
+  assert.ok(id);
+  assert.equal(withBundleId(text.slice(0, text.length - `//# weft-bundle=${id}\n`.length)), text);
 });

@@ -18,6 +18,7 @@
  *   in the bundle, still run only when first required. A relative `.js` path left in the bundle
  *   would load a second copy of a module from disk: the build fails instead.
  */
+import { createHash } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
@@ -85,10 +86,19 @@ export async function buildBundle(outfile = bundlePath, entry = join(dist, 'src'
   // Each file replaced whole, never rewritten in place: a running agent reads its bundle through a
   // mapping (entry.cts), which a file cut short under it would end with SIGBUS.
   for (const file of result.outputFiles) {
-    await writeFile(`${file.path}.tmp`, file.text);
+    await writeFile(`${file.path}.tmp`, file.path === outfile ? withBundleId(file.text) : file.text);
     await rename(`${file.path}.tmp`, file.path);
   }
   return outfile;
+}
+
+/**
+ * The bundle with its identity, a hash of its text, as its last line: entry.cts takes V8's code
+ * cache of a bundle only when the cache names the same identity (V8 itself checks no more than
+ * the script's length).
+ */
+export function withBundleId(text: string): string {
+  return `${text}//# weft-bundle=${createHash('sha256').update(text).digest('hex').slice(0, 32)}\n`;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) process.stdout.write(`${await buildBundle()}\n`);

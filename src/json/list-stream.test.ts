@@ -115,12 +115,13 @@ test('items that end where the next begins as the first did are taken whole, and
     assert.deepEqual(seen, items, `chunks of ${size}`);
     assert.deepEqual(head.members, { kind: 'NodeList', metadata: { resourceVersion: '9' } });
     if (size === bytes.length) {
-      // The first (it gives the boundary), the one with nested objects, the one before another
-      // key first (its guess spans two items), and the last (no boundary after it).
-      assert.equal(head.scanned, 4, 'in one chunk');
+      // The first (it gives the boundary), the one with nested objects, the one led by another
+      // key (its guess spans two items) and the one after it (it starts before that guess's
+      // boundary), and the last (no boundary after it).
+      assert.equal(head.scanned, 5, 'in one chunk');
     } else {
       // Besides those, only the items a chunk's end cuts, or the boundary after them: two a chunk.
-      assert.ok(head.scanned <= 4 + 2 * Math.ceil(bytes.length / size), `chunks of ${size}: ${head.scanned} scanned`);
+      assert.ok(head.scanned <= 5 + 2 * Math.ceil(bytes.length / size), `chunks of ${size}: ${head.scanned} scanned`);
       if (size === 4096) assert.ok(head.scanned < items.length / 4, `chunks of ${size}: ${head.scanned} scanned`);
     }
   }
@@ -139,4 +140,32 @@ test('a malformed item is an error whether or not it was taken whole', () => {
     const text = `{"items":[${good},${bad},${good}]}`;
     assert.throws(() => decode(text, []), (err) => err instanceof ListStreamError || err instanceof SyntaxError, bad);
   }
+});
+
+test('a failed guess is not made again for the items before its boundary: a list of tiny items and one boundary a chunk stays linear', () => {
+  // One proper item gives the boundary; then runs of empty items, each run ended by an item that
+  // holds the boundary's text inside it, so that every guess from the run would reach it and fail.
+  const parts = ['{"metadata":{"name":"first"}}'];
+  for (let run = 0; run < 20; run++) {
+    for (let k = 0; k < 500; k++) parts.push('{}');
+    parts.push('{"metadata":{"x":[{"a":1},{"metadata":2}]}}');
+  }
+  const bytes = Buffer.from(`{"items":[${parts.join(',')}]}`);
+  let parses = 0;
+  const parse = JSON.parse;
+  JSON.parse = ((text: string, reviver?: Parameters<typeof JSON.parse>[1]) => {
+    parses++;
+    return parse(text, reviver);
+  }) as typeof JSON.parse;
+  let items = 0;
+  try {
+    const stream = new ListStream(() => items++);
+    stream.write(bytes);
+    assert.equal(stream.end().items, parts.length);
+  } finally {
+    JSON.parse = parse;
+  }
+  assert.equal(items, parts.length);
+  // One parse an item, and one failed guess a run (not one for each of its 500 items).
+  assert.ok(parses <= parts.length + 2 * 20 + 2, `${parses} parses for ${parts.length} items`);
 });

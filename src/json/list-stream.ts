@@ -73,6 +73,12 @@ export class ListStream {
    */
   #boundary = '';
   #whole = 0;
+  /**
+   * In this chunk, where a guess can next be made: one that failed at a boundary (or found none)
+   * fails for every item that starts before it, and is not made again (the work stays linear in
+   * the bytes, whatever a server sends).
+   */
+  #guessFrom = 0;
 
   /** `onMember` hears each top-level member but `items` as soon as it is parsed (`metadata` comes before the items). */
   constructor(onItem: (item: unknown) => void, options: { maxValueBytes?: number; onMember?: (name: string, value: unknown) => void } = {}) {
@@ -87,6 +93,7 @@ export class ListStream {
     // on V8's string builtins, fast even without the optimizing compilers.
     const text = chunk.toString('latin1');
     this.#start = 0;
+    this.#guessFrom = 0;
     let i = 0;
     while (i < n) {
       if (this.#inString) {
@@ -119,7 +126,7 @@ export class ListStream {
     let depth = this.#depth;
     let i = from;
     // Just past an item's first byte, the whole item in this chunk: where a guess can be made.
-    if (this.#boundary && this.#pieces?.length === 0 && from === this.#start + 1) {
+    if (this.#boundary && this.#pieces?.length === 0 && from === this.#start + 1 && this.#start >= this.#guessFrom) {
       const end = this.#wholeItem(chunk, text, this.#start);
       if (end > 0) return end;
     }
@@ -162,11 +169,15 @@ export class ListStream {
    */
   #wholeItem(chunk: Buffer, text: string, start: number): number {
     const at = text.indexOf(this.#boundary, start);
-    if (at < 0) return -1;
+    if (at < 0) {
+      this.#guessFrom = text.length;
+      return -1;
+    }
     let value: unknown;
     try {
       value = JSON.parse(chunk.toString('utf8', start, at + 1));
     } catch {
+      this.#guessFrom = at + 1;
       return -1;
     }
     this.#pieces = undefined;

@@ -2,8 +2,9 @@
  * Two ways to start a rule tool, behind one shape: weft's `spawn` addon (posix_spawn, which does
  * not copy the agent's page tables: 0.8 against 6 ms of the agent's one thread a command at 50 MB
  * resident, docs/benchmarks.md), and Node's child_process where the addon was not built. The
- * child sees the same either way: stdin a pipe or /dev/null, stdout and stderr pipes, the
- * process's environment, every signal at its default.
+ * child sees the same either way: stdin from the caller or /dev/null, stdout and stderr to the
+ * caller (pipes from the addon, socket pairs from libuv), the process's environment, every
+ * signal at its default.
  */
 import type * as ChildProcess from 'node:child_process';
 import type * as Net from 'node:net';
@@ -47,12 +48,17 @@ export const libuvStarter: ChildStarter = (cmd, args, withStdin) => {
     child.once('error', (e: NodeJS.ErrnoException) => reject(new StartError(`${cmd}: ${e.message}`, e.code ?? 'EIO', e)));
     child.once('close', (code, signal) => resolve({ code, signal }));
   });
+  const { stdin, stdout, stderr } = child;
+  // Out of descriptors (EMFILE), Node has no streams to give; its 'error' follows.
+  if (!stdout || !stderr) {
+    exited.catch(() => undefined);
+    throw new StartError(`${cmd}: no pipes for its output`, 'EMFILE', undefined);
+  }
   const kill = (): void => {
     child.kill('SIGKILL');
-    child.stdout?.destroy();
-    child.stderr?.destroy();
+    for (const stream of [stdin, stdout, stderr]) stream?.destroy();
   };
-  return { stdin: child.stdin ?? undefined, stdout: child.stdout!, stderr: child.stderr!, exited, kill };
+  return { stdin: stdin ?? undefined, stdout, stderr, exited, kill };
 };
 
 interface SpawnAddon {
@@ -78,6 +84,8 @@ function nativeStarter(addon: SpawnAddon): ChildStarter {
     const stdout = new net.Socket({ fd: outFd, readable: true, writable: false });
     const stderr = new net.Socket({ fd: errFd, readable: true, writable: false });
     const stdin = inFd >= 0 ? new net.Socket({ fd: inFd, readable: false, writable: true }) : undefined;
+    // A read that fails ends the stream ('close' follows); the exit status says what happened.
+    for (const stream of [stdout, stderr]) stream.on('error', () => undefined);
     let reaped = false;
     const closed = (s: Net.Socket): Promise<void> => new Promise((resolve) => (s.destroyed ? resolve() : s.once('close', () => resolve())));
     // The child's exit comes with no event of its own here (libuv reaps only its own children):
@@ -106,8 +114,8 @@ function nativeStarter(addon: SpawnAddon): ChildStarter {
             // gone already: its exit is reaped as usual
           }
         }
-        stdout.destroy();
-        stderr.destroy();
+        // A grandchild may hold any of the pipes; none of them keeps the caller waiting.
+        for (const stream of [stdin, stdout, stderr]) stream?.destroy();
       },
     };
   };
