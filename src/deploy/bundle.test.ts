@@ -108,16 +108,21 @@ test('make build\'s step writes the bundle where entry.cjs looks, newer than tsc
   assert.ok(!info || info.mtimeMs <= (await stat(bundle)).mtimeMs);
 });
 
-test('entry.cjs runs the bundle from a mapping of the file, unless tsc wrote the modules after it; required where it cannot be mapped', async (t) => {
+/** A tree as a checkout's (dist/src/cli/entry.cjs, the resident addon where entry.cjs looks for it), removed after the test. */
+async function entryTree(t: { after(fn: () => Promise<void>): void }): Promise<{ dir: string; addon: string; file: (...p: string[]) => string }> {
   const dir = await mkdtemp(join(tmpdir(), 'weft-entry-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const file = (...p: string[]): string => join(dir, 'dist', 'src', ...p);
   await mkdir(file('cli'), { recursive: true });
   await copyFile(join(root, 'dist', 'src', 'cli', 'entry.cjs'), file('cli', 'entry.cjs'));
-  // The addon where entry.cjs looks for it, as in a checkout and the image.
   const addon = join(dir, 'native', 'resident', 'build', 'Release', 'resident.node');
   await mkdir(dirname(addon), { recursive: true });
   await copyFile(nativeAddonPath('resident', 'resident'), addon);
+  return { dir, addon, file };
+}
+
+test('entry.cjs runs the bundle from a mapping of the file, unless tsc wrote the modules after it; required where it cannot be mapped', async (t) => {
+  const { dir, addon, file } = await entryTree(t);
   await writeFile(file('cli', 'main.js'), "exports.runProcess = async () => process.stdout.write('modules');\n");
   // Says how it was loaded: by require (in require's cache), or compiled from a mapping of its file.
   const bundle = (extra = ''): Promise<void> =>
@@ -145,14 +150,7 @@ test('entry.cjs runs the bundle from a mapping of the file, unless tsc wrote the
 });
 
 test('entry.cjs compiles the bundle from its code cache, written on the first start and again when V8 or the bundle turns it down', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'weft-entry-cache-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  const file = (...p: string[]): string => join(dir, 'dist', 'src', ...p);
-  await mkdir(file('cli'), { recursive: true });
-  await copyFile(join(root, 'dist', 'src', 'cli', 'entry.cjs'), file('cli', 'entry.cjs'));
-  const addon = join(dir, 'native', 'resident', 'build', 'Release', 'resident.node');
-  await mkdir(dirname(addon), { recursive: true });
-  await copyFile(nativeAddonPath('resident', 'resident'), addon);
+  const { file } = await entryTree(t);
   const bundle = file('cli', 'bundle.cjs');
   const cache = file('cli', 'bundle.cache');
   // Bundles of one length and one modification time (a release tarball's): V8's own check of a
