@@ -168,4 +168,19 @@ test('a failed guess is not made again for the items before its boundary: a list
   assert.equal(items, parts.length);
   // One parse an item, and one failed guess a run (not one for each of its 500 items).
   assert.ok(parses <= parts.length + 2 * 20 + 2, `${parses} parses for ${parts.length} items`);
+  // A chunk with no boundary in it at all: searched once, nothing guessed.
+  const none = Buffer.from(`{"items":[{"metadata":{"name":"first"}},${'{},'.repeat(5000)}{}]}`);
+  parses = 0;
+  JSON.parse = ((text: string, reviver?: Parameters<typeof JSON.parse>[1]) => {
+    parses++;
+    return parse(text, reviver);
+  }) as typeof JSON.parse;
+  try {
+    const stream = new ListStream(() => undefined);
+    stream.write(none);
+    assert.equal(stream.end().scanned, 5002);
+  } finally {
+    JSON.parse = parse;
+  }
+  assert.equal(parses, 5002 + 1); // the items, and the key "items"
 });

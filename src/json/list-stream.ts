@@ -125,8 +125,9 @@ export class ListStream {
     const n = text.length;
     let depth = this.#depth;
     let i = from;
-    // Just past an item's first byte, the whole item in this chunk: where a guess can be made.
-    if (this.#boundary && this.#pieces?.length === 0 && from === this.#start + 1 && this.#start >= this.#guessFrom) {
+    // Nothing of the item captured yet: it began in this chunk and this is its first scan (an
+    // item's strings and brackets are all gone through here), just past its first byte.
+    if (this.#boundary && this.#pieces?.length === 0 && this.#start >= this.#guessFrom) {
       const end = this.#wholeItem(chunk, text, this.#start);
       if (end > 0) return end;
     }
@@ -279,15 +280,10 @@ export class ListStream {
     }
     if (b !== CLOSE_OBJECT && b !== CLOSE_ARRAY) return;
     this.#depth--;
+    // A member's value ends here (an item's end is always met in #scanItem).
     if (this.#pieces && this.#depth === this.#endDepth) {
-      const text = this.#take(chunk, i + 1);
-      if (this.#top === 'items') {
-        this.#item(JSON.parse(this.#learn(text)));
-      } else {
-        const value: unknown = JSON.parse(text);
-        this.#setMember(value);
-        this.#top = 'after-value';
-      }
+      this.#setMember(JSON.parse(this.#take(chunk, i + 1)));
+      this.#top = 'after-value';
     } else if (this.#top === 'items' && this.#depth === 0) {
       this.#top = 'after-value';
     }
