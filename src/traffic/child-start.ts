@@ -125,20 +125,16 @@ let chosen: ChildStarter | undefined;
 
 /** The addon's starter where `make setup` built it, Node's otherwise. */
 export function defaultStarter(): ChildStarter {
-  if (!chosen) {
-    let addon: SpawnAddon | undefined;
-    try {
-      addon = loadNativeAddon<SpawnAddon>('spawn', 'spawn');
-    } catch {
-      addon = undefined; // an addon that does not load leaves Node's way, which always works
-    }
-    chosen = addon ? nativeStarter(addon) : libuvStarter;
-  }
+  chosen ??= addonStarter() ?? libuvStarter;
   return chosen;
 }
 
-/** The addon's starter, for tests that hold both ways to the same behaviour; undefined where it was not built. */
+/** The addon's starter; undefined where it was not built or does not load (Node's way then always works). */
 export function addonStarter(): ChildStarter | undefined {
-  const addon = loadNativeAddon<SpawnAddon>('spawn', 'spawn');
-  return addon ? nativeStarter(addon) : undefined;
+  try {
+    const addon = loadNativeAddon<SpawnAddon>('spawn', 'spawn');
+    return addon ? nativeStarter(addon) : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -29,7 +29,7 @@ export interface RunnerOptions {
 }
 
 /** Runs a command, feeding `input` on stdin; rejects with a CommandError carrying its stderr. */
-export const execCommand: Exec = (cmd, args, input) => commandRunner()(cmd, args, input);
+export const execCommand: Exec = commandRunner();
 
 export function commandRunner(options: RunnerOptions = {}): Exec {
   const limitMs = options.deadlineMs ?? deadlineMs;
