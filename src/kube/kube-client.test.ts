@@ -148,6 +148,14 @@ test('a rotated token file is used on the next request', async (t) => {
   assert.deepEqual(users, [agentUser, agentUser], 'both accepted: the second with the new token only');
 });
 
+test('requests go out in the order they were made, though each reads the token file', async (t) => {
+  const f = await startKubeFixture(t);
+  const client = f.client();
+  const paths = Array.from({ length: 40 }, (_, i) => `/api/v1/nodes/n${i}`);
+  await Promise.all(paths.map((p) => client.get(p, signal()).catch(() => undefined)));
+  assert.deepEqual(f.server.requests.map((r) => r.url), paths);
+});
+
 test('HTTP/1.1: plain http, and TLS to a server that does not offer HTTP/2', async (t) => {
   for (const options of [{ plainHttp: true }, { http2: false }]) {
     const f = await startKubeFixture(t, options);

@@ -99,6 +99,7 @@ export interface KubeClientOptions {
   readonly pingTimeoutMs?: number;
 }
 
+const noop = (): void => undefined;
 /** How long a watch may outlive its timeoutSeconds before the client ends it itself. */
 const watchGraceMs = 30_000;
 /** A whole big cluster's list in one answer (decoded as it streams) stays below this. */
@@ -112,6 +113,8 @@ export class KubeClient implements ResourceApi {
   readonly #transport: Transport;
   readonly #timeoutMs: number;
   readonly #userAgent: string;
+  /** Settles once the last request's headers are ready: requests go out in the order made. */
+  #sent: Promise<void> = Promise.resolve();
 
   constructor(options: KubeClientOptions) {
     this.#access = options.access;
@@ -277,7 +280,14 @@ export class KubeClient implements ResourceApi {
 
   async #send(method: 'GET' | 'PATCH', path: string, options: { signal: AbortSignal; body?: string; contentType?: string }): Promise<TransportResponse> {
     const headers: Record<string, string> = { accept: 'application/json', 'user-agent': this.#userAgent };
-    const auth = await authorization(this.#access.auth);
+    // Each request reads its own token (a rotated one is used at once), but goes out behind the
+    // requests made before it: reads of a token file finish in any order, and the caller's order
+    // is the stream order on the one connection (this Node's GET ahead of the Node list).
+    const read = authorization(this.#access.auth);
+    read.catch(noop); // its failure is the caller's, once its turn comes; until then not unhandled
+    const turn = this.#sent.then(() => read);
+    this.#sent = turn.then(noop, noop);
+    const auth = await turn;
     if (auth) headers['authorization'] = auth;
     if (options.contentType) headers['content-type'] = options.contentType;
     return this.#transport.request({ method, path, headers, signal: options.signal, ...(options.body !== undefined ? { body: options.body } : {}) });
