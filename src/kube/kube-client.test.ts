@@ -1,4 +1,7 @@
 /** The lean Kubernetes client against the in-test API server over TLS, faults included. */
+import { execFileSync } from 'node:child_process';
+import { constants } from 'node:fs';
+import { type FileHandle, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isWeftError } from '../core/errors.js';
@@ -154,6 +157,41 @@ test('requests go out in the order they were made, though each reads the token f
   const paths = Array.from({ length: 40 }, (_, i) => `/api/v1/nodes/n${i}`);
   await Promise.all(paths.map((p) => client.get(p, signal()).catch(() => undefined)));
   assert.deepEqual(f.server.requests.map((r) => r.url), paths);
+});
+
+test('a token file that cannot be read fails its request, and holds up none after it', async (t) => {
+  const f = await startKubeFixture(t);
+  const client = f.client();
+  await rename(f.tokenFile, `${f.tokenFile}.away`);
+  await assert.rejects(list(client, {}), (err) => isWeftError(err, 'WEFT_ERR_CONFIG'));
+  await rename(`${f.tokenFile}.away`, f.tokenFile);
+  assert.equal((await list(client, {})).items.length, 0);
+  assert.deepEqual(f.server.requests.map((r) => r.user), [agentUser], 'the failed read sent nothing');
+});
+
+test('a token read that fails while an earlier one is still waiting fails its own request alone', async (t) => {
+  const f = await startKubeFixture(t);
+  const client = f.client();
+  const token = await readFile(f.tokenFile, 'utf8');
+  // The token file as a FIFO: the first request's read waits until something writes to it.
+  await unlink(f.tokenFile);
+  execFileSync('mkfifo', [f.tokenFile]);
+  const first = list(client, {});
+  // A writer opens without waiting only once a reader has the FIFO open.
+  let writer: FileHandle | undefined;
+  await waitUntil('the first request reads the FIFO', async () => (writer = await open(f.tokenFile, constants.O_WRONLY | constants.O_NONBLOCK).catch(() => undefined)) !== undefined);
+  await unlink(f.tokenFile);
+  // The second read fails at once (ENOENT) while the first waits: a rejection the second request
+  // takes up only in its turn, after the first, and not an unhandled one meanwhile.
+  const second = assert.rejects(list(client, {}), (err) => isWeftError(err, 'WEFT_ERR_CONFIG'));
+  await assert.rejects(readFile(f.tokenFile));
+  await new Promise((resolve) => setImmediate(resolve));
+  await writer!.write(token);
+  await writer!.close();
+  await writeFile(f.tokenFile, token);
+  assert.equal((await first).items.length, 0);
+  await second;
+  assert.deepEqual(f.server.requests.map((r) => r.user), [agentUser]);
 });
 
 test('HTTP/1.1: plain http, and TLS to a server that does not offer HTTP/2', async (t) => {
