@@ -1,7 +1,7 @@
 /** The lean Kubernetes client against the in-test API server over TLS, faults included. */
 import { execFileSync } from 'node:child_process';
 import { constants } from 'node:fs';
-import { type FileHandle, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { type FileHandle, link, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isWeftError } from '../core/errors.js';
@@ -176,22 +176,31 @@ test('a token read that fails while an earlier one is still waiting fails its ow
   // The token file as a FIFO: the first request's read waits until something writes to it.
   await unlink(f.tokenFile);
   execFileSync('mkfifo', [f.tokenFile]);
-  const first = list(client, {});
-  // A writer opens without waiting only once a reader has the FIFO open.
+  // A second name for the FIFO, so that a failed test still ends the first read: a writer that
+  // comes and goes (O_RDWR opens a FIFO without waiting for a reader).
+  await link(f.tokenFile, `${f.tokenFile}.fifo`);
   let writer: FileHandle | undefined;
-  await waitUntil('the first request reads the FIFO', async () => (writer = await open(f.tokenFile, constants.O_WRONLY | constants.O_NONBLOCK).catch(() => undefined)) !== undefined);
-  await unlink(f.tokenFile);
-  // The second read fails at once (ENOENT) while the first waits: a rejection the second request
-  // takes up only in its turn, after the first, and not an unhandled one meanwhile.
-  const second = assert.rejects(list(client, {}), (err) => isWeftError(err, 'WEFT_ERR_CONFIG'));
-  await assert.rejects(readFile(f.tokenFile));
-  await new Promise((resolve) => setImmediate(resolve));
-  await writer!.write(token);
-  await writer!.close();
-  await writeFile(f.tokenFile, token);
-  assert.equal((await first).items.length, 0);
-  await second;
-  assert.deepEqual(f.server.requests.map((r) => r.user), [agentUser]);
+  try {
+    const first = list(client, {});
+    // A writer opens without waiting only once a reader has the FIFO open.
+    await waitUntil('the first request reads the FIFO', async () => (writer = await open(f.tokenFile, constants.O_WRONLY | constants.O_NONBLOCK).catch(() => undefined)) !== undefined);
+    await unlink(f.tokenFile);
+    // The second read fails at once (ENOENT) while the first waits: a rejection the second request
+    // takes up only in its turn, after the first, and not an unhandled one meanwhile.
+    const second = assert.rejects(list(client, {}), (err) => isWeftError(err, 'WEFT_ERR_CONFIG'));
+    await assert.rejects(readFile(f.tokenFile));
+    await new Promise((resolve) => setImmediate(resolve));
+    await writer!.write(token);
+    await writeFile(f.tokenFile, token);
+    await writer!.close();
+    writer = undefined;
+    assert.equal((await first).items.length, 0);
+    await second;
+    assert.deepEqual(f.server.requests.map((r) => r.user), [agentUser]);
+  } finally {
+    await writer?.close();
+    await (await open(`${f.tokenFile}.fifo`, constants.O_RDWR | constants.O_NONBLOCK)).close();
+  }
 });
 
 test('HTTP/1.1: plain http, and TLS to a server that does not offer HTTP/2', async (t) => {
