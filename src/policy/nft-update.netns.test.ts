@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { createNetns, deleteNetns, netnsSkipReason, nsExec, nsName } from '../testing/netns.js';
 import { ipOf, netpol, topology } from '../testing/netpol-topology.js';
 import { recordingLogger } from '../testing/recording-logger.js';
-import type { Exec } from '../traffic/exec.js';
+import { type Exec, execCommand } from '../traffic/exec.js';
 import { NftOwner } from '../traffic/nft-owner.js';
 import { replaceTables } from '../traffic/nft-table.js';
 import { compile } from './compiler.js';
@@ -16,6 +16,8 @@ import type { World } from './model.js';
 import { podChain, policyTable, renderPolicyTable } from './nft-render.js';
 
 const skip = netnsSkipReason();
+// The agent's runner: nft -j -f - opens /dev/stdin, which a Node child's socket stdin cannot be.
+const exec = (ns: string): Exec => (cmd, args, input) => execCommand('ip', ['netns', 'exec', ns, cmd, ...args], input);
 
 /** The table as nft lists it, without what differs between two equal tables (handles). */
 async function listing(ns: string): Promise<string> {
@@ -28,6 +30,7 @@ async function listing(ns: string): Promise<string> {
 
 const allowA = netpol('x', 'allow-a', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'y' } } }], ports: [{ port: 'serve-80-tcp' }] }] });
 const denyY = netpol('y', 'deny', { podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
+const denyA = netpol('x', 'deny-a', { podSelector: { matchLabels: { pod: 'a' } } });
 const egressX = netpol('x', 'egress', { podSelector: {}, policyTypes: ['Egress'], egress: [{ to: [{ ipBlock: { cidr: '198.18.0.0/16', except: ['198.18.2.0/24'] } }] }] });
 
 test('updated in place, the table lists as one written whole, through policy, label and pod changes, enforcing and as a dry run', { skip }, async (t) => {
@@ -36,7 +39,6 @@ test('updated in place, the table lists as one written whole, through policy, la
   t.after(() => deleteNetns(a));
   await createNetns(b);
   t.after(() => deleteNetns(b));
-  const exec = (ns: string): Exec => (cmd, args, input) => nsExec(ns, cmd, args, input === undefined ? {} : { input });
   for (const dryRun of [false, true]) {
     const owner = new NftOwner({ exec: exec(a), log: recordingLogger() });
     await owner.remove([policyTable]);
@@ -50,6 +52,9 @@ test('updated in place, the table lists as one written whole, through policy, la
       ['a pod gone', withoutZb(topology([allowA, denyY, egressX]))],
       ['a policy gone', topology([allowA, egressX])],
       ['nothing isolated', topology([])],
+      // One chain and its map: nft 1.0.6 lists several objects in one command with one cache
+      // filter, and a rule's set statement naming a set not among them is left out of its listing.
+      ['one pod isolated', topology([denyA])],
       ['isolated again', topology([denyY])],
     ];
     const hows: string[] = [];
@@ -69,7 +74,7 @@ test('one pod\'s policy changed: the transaction names that pod\'s chain and set
   await createNetns(ns);
   t.after(() => deleteNetns(ns));
   const written: string[] = [];
-  const owner = new NftOwner({ exec: (cmd, args, input) => (args[0] === '-f' && written.push(input ?? ''), nsExec(ns, cmd, args, input === undefined ? {} : { input })), log: recordingLogger() });
+  const owner = new NftOwner({ exec: (cmd, args, input) => (args[0] === '-f' && written.push(input ?? ''), exec(ns)(cmd, args, input)), log: recordingLogger() });
   await owner.update([renderPolicyTable(compile(topology([allowA, denyY]), 'node1'))]);
   const narrowed = netpol('x', 'allow-a', { podSelector: { matchLabels: { pod: 'a' } }, ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: 'z' } } }] }] });
   assert.equal(await owner.update([renderPolicyTable(compile(topology([narrowed, denyY]), 'node1'))]), 'updated');

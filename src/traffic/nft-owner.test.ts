@@ -20,6 +20,7 @@ interface FakeTable {
 function fakeNft(options: { refuse?: (text: string) => boolean } = {}) {
   const tables = new Map<string, FakeTable>();
   const transactions: string[] = [];
+  const lists: string[] = [];
   const exec: Exec = async (cmd, args, input) => {
     if (cmd !== 'nft') throw new CommandError(`${cmd}: not here`, { errno: 'ENOENT' });
     if (args[0] === '--version') return 'nftables v1.0.6\n';
@@ -35,6 +36,9 @@ function fakeNft(options: { refuse?: (text: string) => boolean } = {}) {
       for (const line of (input ?? '').split('\n')) {
         let m: RegExpExecArray | null;
         if ((m = /^delete table (\S+) (\S+)$/.exec(line))) tables.delete(`${m[1]} ${m[2]}`);
+        else if ((m = /^delete set (\S+) (\S+) (\S+)$/.exec(line))) tables.get(`${m[1]} ${m[2]}`)!.sets.delete(m[3]!);
+        else if ((m = /^flush set (\S+) (\S+) (\S+)$/.exec(line))) tables.get(`${m[1]} ${m[2]}`)!.sets.set(m[3]!, []);
+        else if ((m = /^add element (\S+) (\S+) (\S+) \{ (.*) \}$/.exec(line))) tables.get(`${m[1]} ${m[2]}`)!.sets.get(m[3]!)!.push(...m[4]!.split(', '));
         else if ((m = /^table (\S+) (\S+) \{$/.exec(line))) tables.set(`${m[1]} ${m[2]}`, (table = { chains: new Map(), sets: new Map() }));
         else if ((m = /^ {2}chain (\S+) \{$/.exec(line))) table!.chains.set(m[1]!, (chain = []));
         else if ((m = /^ {2}set (\S+) \{$/.exec(line))) table!.sets.set(m[1]!, (set = []));
@@ -45,20 +49,25 @@ function fakeNft(options: { refuse?: (text: string) => boolean } = {}) {
       return '';
     }
     if (args[0] === '-j' && args[1] === 'list') {
-      const t = tables.get(`${args[3]} ${args[4]}`);
-      if (!t) throw new CommandError(`nft: Error: No such file or directory; table ${args[4]}`);
-      const items: unknown[] = [{ metainfo: { version: '1.0.6' } }, { table: { family: args[3], name: args[4], handle: 1 } }];
+      // `list table <family> <name>`, or `list set|chain <family> <table> <name>`: that object alone.
+      const [kind, family, name, object] = args.slice(2) as [string, string, string, string | undefined];
+      lists.push(args.slice(2).join(' '));
+      const t = tables.get(`${family} ${name}`);
+      const wanted = (k: string, n: string): boolean => kind === 'table' || (kind === k && object === n);
+      if (!t || (kind === 'set' && !t.sets.has(object!)) || (kind === 'chain' && !t.chains.has(object!))) throw new CommandError(`nft: Error: No such file or directory; ${kind} ${object ?? name}`);
+      const items: unknown[] = [{ metainfo: { version: '1.0.6' } }, ...(kind === 'table' ? [{ table: { family, name, handle: 1 } }] : [])];
       let handle = 2;
-      for (const [name, elem] of t.sets) items.push({ set: { name, handle: handle++, ...(elem.length ? { elem } : {}) } });
-      for (const [name, rules] of t.chains) {
-        items.push({ chain: { name, handle: handle++ } });
-        for (const r of rules) items.push({ rule: { chain: name, handle: handle++, expr: r } });
+      for (const [n, elem] of t.sets) if (wanted('set', n)) items.push({ set: { name: n, handle: handle++, ...(elem.length ? { elem } : {}) } });
+      for (const [n, rules] of t.chains) {
+        if (!wanted('chain', n)) continue;
+        items.push({ chain: { name: n, handle: handle++ } });
+        for (const r of rules) items.push({ rule: { chain: n, handle: handle++, expr: r } });
       }
       return JSON.stringify({ nftables: items });
     }
     throw new CommandError(`nft ${args.join(' ')}: not modelled`);
   };
-  return { exec, tables, transactions };
+  return { exec, tables, transactions, lists };
 }
 
 const policyLike: OwnedTable = {
@@ -70,7 +79,8 @@ const policyLike: OwnedTable = {
 
 test('an owner installs its tables in one transaction, sets included, and finds nothing changed until something is', async () => {
   const nft = fakeNft();
-  const owner = new NftOwner({ exec: nft.exec, log: recordingLogger() });
+  const log = recordingLogger();
+  const owner = new NftOwner({ exec: nft.exec, log });
   await owner.install([policyLike]);
   assert.equal(nft.transactions.length, 1);
   assert.equal(nft.transactions[0], replaceTables([policyLike]));
@@ -78,6 +88,7 @@ test('an owner installs its tables in one transaction, sets included, and finds 
   assert.equal(await owner.check(), false);
   nft.tables.get('inet weft-policy')!.sets.get('allowed')!.pop();
   assert.equal(await owner.check(), true, 'a set element deleted by hand is drift');
+  assert.deepEqual(log.lines.filter((l) => l.level === 'warn').map((l) => l['changed']), [['weft-policy set allowed']], 'the repair names what changed');
   assert.deepEqual(nft.tables.get('inet weft-policy')!.sets.get('allowed'), ['198.18.1.0/24', '198.18.2.5']);
   const set = (items: readonly unknown[]) => (items.find((i) => (i as { set?: unknown }).set) as { set: { elem?: unknown[] } }).set;
   assert.deepEqual(set(owner.listed(policyLike)).elem, ['198.18.1.0/24'], 'listed: what the check found, before its repair');
@@ -86,6 +97,9 @@ test('an owner installs its tables in one transaction, sets included, and finds 
   nft.tables.delete('inet weft-policy');
   assert.equal(await owner.check(), true, 'so is a deleted table');
   assert.equal(await owner.check(), false);
+  nft.tables.get('inet weft-policy')!.chains.set('extra', ['accept']);
+  assert.equal(await owner.check(), true, 'a chain added by hand is drift');
+  assert.deepEqual(log.lines.filter((l) => l.level === 'warn').at(-1)!['changed'], ['weft-policy chain extra']);
 });
 
 test('a listing right after the install without the shape just written is not kept as the reference: the next check writes again', async () => {
@@ -103,6 +117,70 @@ test('a listing right after the install without the shape just written is not ke
   assert.equal(await owner.check(), true);
   assert.deepEqual(nft.tables.get('inet weft-policy')!.chains.get('forward'), ['ip saddr @allowed accept', 'drop']);
   assert.equal(await owner.check(), false);
+});
+
+test('after a change in place, one object written is listed alone and more with the whole table; an object that cannot be listed leaves it to the whole table', async () => {
+  const two: OwnedTable = { ...policyLike, sets: [...policyLike.sets!, { name: 'ports', type: 'inet_service', elements: ['80'] }] };
+  const withSets = (allowed: string[], ports: string[]): OwnedTable => ({ ...two, sets: [{ ...two.sets![0]!, elements: allowed }, { ...two.sets![1]!, elements: ports }] });
+  const nft = fakeNft();
+  let failList = false;
+  const exec: Exec = async (cmd, args, input) => {
+    if (failList && args[1] === 'list' && args[2] === 'set') throw new CommandError('nft: Error: No such file or directory');
+    return nft.exec(cmd, args, input);
+  };
+  const owner = new NftOwner({ exec, log: recordingLogger() });
+  await owner.install([two]);
+  const steps: Array<[string, OwnedTable, boolean, string[]]> = [
+    ['one set changed', withSets(['198.18.1.0/24'], ['80']), false, ['set inet weft-policy allowed']],
+    ['two sets changed', withSets(['198.18.9.0/24'], ['443']), false, ['table inet weft-policy']],
+    ['one set changed, and listing it fails', withSets(['198.18.9.0/24'], ['8080']), true, ['table inet weft-policy']],
+    ['a set deleted, nothing written', { ...policyLike, sets: [{ ...policyLike.sets![0]!, elements: ['198.18.9.0/24'] }] }, false, []],
+  ];
+  for (const [what, table, fail, listed] of steps) {
+    failList = fail;
+    nft.lists.length = 0;
+    assert.equal(await owner.update([table]), 'updated', what);
+    assert.equal(await owner.check(), false, `${what}: the listing after it is the reference`);
+    assert.deepEqual(nft.lists.slice(0, -1), listed, what);
+  }
+  await owner.remove([two]);
+  assert.equal(nft.tables.size, 0, 'removed');
+});
+
+test('a call made while a check lists waits for it: the check finds no drift, and the change stays as made', async () => {
+  const wider: OwnedTable = { ...policyLike, sets: [{ ...policyLike.sets![0]!, elements: ['198.18.1.0/24', '198.18.2.5', '198.18.3.0/24'] }] };
+  for (const [how, call] of [['install', (o: NftOwner) => o.install([wider])], ['update', (o: NftOwner) => o.update([wider])]] as const) {
+    const nft = fakeNft();
+    let held: { listed: () => void; release: Promise<void> } | undefined;
+    // The check's listing is taken, and its answer arrives late.
+    const exec: Exec = async (cmd, args, input) => {
+      const out = await nft.exec(cmd, args, input);
+      const h = held;
+      if (h && args[0] === '-j') {
+        held = undefined;
+        h.listed();
+        await h.release;
+      }
+      return out;
+    };
+    const log = recordingLogger();
+    const owner = new NftOwner({ exec, log });
+    await owner.install([policyLike]);
+    let release = (): void => undefined;
+    const listed = new Promise<void>((resolve) => (held = { listed: resolve, release: new Promise<void>((r) => (release = r)) }));
+    const checked = owner.check();
+    await listed;
+    const changed = call(owner);
+    // Everything that can run runs (the fake nft answers at once): a change that did not wait would be in now.
+    await new Promise((resolve) => setImmediate(resolve));
+    release();
+    assert.equal(await checked, false, `${how}: no drift`);
+    await changed;
+    assert.equal(nft.transactions.length, 2, `${how}: the install and the change, and no repair`);
+    assert.deepEqual(nft.tables.get('inet weft-policy')!.sets.get('allowed'), ['198.18.1.0/24', '198.18.2.5', '198.18.3.0/24'], how);
+    assert.equal(await owner.check(), false, `${how}: the change is the reference`);
+    assert.ok(!log.lines.some((l) => l.level === 'warn'), how);
+  }
 });
 
 test('two owners keep their own tables: one\'s check never rewrites the other\'s', async () => {

@@ -2,11 +2,20 @@
  * One owner's nftables tables, kept as described: installed in one `nft -f` transaction, read back
  * (`nft -j list table`) and compared with the listing taken right after the install, and put back
  * the same way when they differ. Each owner (flannel's rules, a policy engine) keeps its own
- * tables and its own drift check; no owner touches another's tables.
+ * tables and its own drift check; no owner touches another's tables. An owner's calls run one at
+ * a time, in the order made: a check listing while a change is written would take the change for
+ * drift.
  */
 import type { Logger } from '../core/log.js';
 import type { Exec } from './exec.js';
 import { type OwnedTable, deleteTables, replaceTables, shapeText, tableShape, updateTable } from './nft-table.js';
+
+/** An object a change wrote, to list again. */
+interface Written {
+  readonly table: OwnedTable;
+  readonly kind: 'chain' | 'set' | 'map';
+  readonly name: string;
+}
 
 /** What weft reads of an `nft -j` listing. */
 interface NftItem {
@@ -36,6 +45,8 @@ export class NftOwner {
   /** The listing that follows a change in place, while it runs. */
   #relisting: Promise<void> | undefined;
   readonly #items = new Map<string, readonly unknown[]>();
+  /** The last call, settled: the next one starts after it. */
+  #queue: Promise<unknown> = Promise.resolve();
 
   constructor(options: { exec: Exec; log: Logger }) {
     this.#exec = options.exec;
@@ -43,7 +54,11 @@ export class NftOwner {
   }
 
   /** Makes the owner's tables exactly these, in one transaction; the listing that follows is the reference for `check`. */
-  async install(tables: readonly OwnedTable[]): Promise<void> {
+  install(tables: readonly OwnedTable[]): Promise<void> {
+    return this.#serial(() => this.#install(tables));
+  }
+
+  async #install(tables: readonly OwnedTable[]): Promise<void> {
     await this.#settle();
     this.#tables = tables;
     await this.#exec('nft', ['-f', '-'], replaceTables(tables));
@@ -61,7 +76,11 @@ export class NftOwner {
    * the drift check) follows, and the owner's next call waits for it. nft loads every set of the
    * table to list one chain, which at thousands of elements takes longer than the change.
    */
-  async update(tables: readonly OwnedTable[]): Promise<'updated' | 'replaced'> {
+  update(tables: readonly OwnedTable[]): Promise<'updated' | 'replaced'> {
+    return this.#serial(() => this.#update(tables));
+  }
+
+  async #update(tables: readonly OwnedTable[]): Promise<'updated' | 'replaced'> {
     await this.#settle();
     const changes = this.#reference && this.#tables.length === tables.length ? tables.map((t, i) => updateTable(this.#tables[i]!, t)) : [];
     if (changes.length === 0 || changes.some((x) => x === undefined)) {
@@ -80,7 +99,7 @@ export class NftOwner {
       return 'replaced';
     }
     const reference = new Map(this.#reference);
-    const relist: Array<{ table: OwnedTable; kind: 'chain' | 'set' | 'map'; name: string }> = [];
+    const relist: Written[] = [];
     tables.forEach((t, i) => {
       const touched = changes[i]!.touched;
       for (const key of [...reference.keys()]) if (touched.gone.some((g) => key === `${t.name} ${g}`)) reference.delete(key);
@@ -90,11 +109,20 @@ export class NftOwner {
     return 'updated';
   }
 
-  /** Lists again what a change wrote; the reference is unknown (the next check rewrites) until it has. */
-  async #relist(reference: Listing, objects: ReadonlyArray<{ table: OwnedTable; kind: 'chain' | 'set' | 'map'; name: string }>): Promise<void> {
+  /**
+   * Lists again what a change wrote; the reference is unknown (the next check rewrites) until it
+   * has. One object is listed by itself, more with the whole table: nft (1.0.6) answers several
+   * list commands in one run from one cache filter for them all, so that a second object of a
+   * kind is not found and a chain's rule lists without the set statement of a set not among them.
+   */
+  async #relist(reference: Listing, objects: readonly Written[]): Promise<void> {
     this.#reference = undefined;
     try {
-      for (const [key, entry] of await this.#listObjects(objects)) reference.set(key, entry);
+      if (objects.length > 1) {
+        this.#reference = this.#asWritten(await this.#list());
+        return;
+      }
+      if (objects[0]) for (const [key, entry] of await this.#listObject(objects[0])) reference.set(key, entry);
       this.#reference = this.#asWritten(reference);
     } catch {
       // An object gone between the change and its listing: the whole listing decides.
@@ -106,7 +134,7 @@ export class NftOwner {
   async #replace(tables: readonly OwnedTable[]): Promise<void> {
     if (this.#tables.length > 0) await this.#list().catch(() => undefined);
     const before = new Map(this.#items);
-    await this.install(tables);
+    await this.#install(tables);
     for (const [k, v] of before) this.#items.set(k, v);
   }
 
@@ -118,21 +146,25 @@ export class NftOwner {
   }
 
   /** One drift check: true when the tables had changed and were written again. */
-  async check(): Promise<boolean> {
+  check(): Promise<boolean> {
+    return this.#serial(() => this.#check());
+  }
+
+  async #check(): Promise<boolean> {
     await this.#settle();
     const now = await this.#list();
     if (this.#reference && sameListing(now, this.#reference)) return false;
-    this.#log.warn({ tables: this.#tables.map((t) => t.name) }, 'nftables rules changed behind our back; re-applying');
+    this.#log.warn({ tables: this.#tables.map((t) => t.name), changed: this.#reference ? differing(now, this.#reference) : 'not known as written' }, 'nftables rules changed behind our back; re-applying');
     // What the check found stays what `listed` gives: the counts the repair is about to start over.
     const found = new Map(this.#items);
-    await this.install(this.#tables);
+    await this.#install(this.#tables);
     for (const [k, v] of found) this.#items.set(k, v);
     return true;
   }
 
   /** Deletes these tables where they exist. */
-  async remove(tables: ReadonlyArray<Pick<OwnedTable, 'family' | 'name'>>): Promise<void> {
-    await this.#exec('nft', ['-f', '-'], deleteTables(tables));
+  remove(tables: ReadonlyArray<Pick<OwnedTable, 'family' | 'name'>>): Promise<void> {
+    return this.#serial(async () => void (await this.#exec('nft', ['-f', '-'], deleteTables(tables))));
   }
 
   /** The listing, if it has the shape just written (tableShape); else undefined. */
@@ -171,16 +203,19 @@ export class NftOwner {
     return listing;
   }
 
-  /** Some objects of the tables as listed now, in one nft command (JSON list commands); throws when one is missing. */
-  async #listObjects(objects: ReadonlyArray<{ table: OwnedTable; kind: 'chain' | 'set' | 'map'; name: string }>): Promise<Listing> {
+  /** One object of a table as listed now; throws when it is missing. */
+  async #listObject(o: Written): Promise<Listing> {
     const listing: Listing = new Map();
-    if (objects.length === 0) return listing;
-    const commands = objects.map((o) => ({ list: { [o.kind]: { family: o.table.family, table: o.table.name, name: o.name } } }));
-    const out = await this.#exec('nft', ['-j', '-f', '-'], JSON.stringify({ nftables: commands }));
-    const docs = out.split('\n').filter((l) => l.trim() !== '').map((l) => (JSON.parse(l) as { nftables?: NftItem[] }).nftables ?? []);
-    if (docs.length !== objects.length) throw new Error(`nft listed ${docs.length} of ${objects.length} objects`);
-    docs.forEach((items, i) => this.#add(listing, objects[i]!.table, items));
+    const out = await this.#exec('nft', ['-j', 'list', o.kind, o.table.family, o.table.name, o.name]);
+    this.#add(listing, o.table, (JSON.parse(out) as { nftables?: NftItem[] }).nftables ?? []);
     return listing;
+  }
+
+  /** Runs `call` after every call made before it has settled. */
+  #serial<T>(call: () => Promise<T>): Promise<T> {
+    const result = this.#queue.then(call);
+    this.#queue = result.catch(() => undefined);
+    return result;
   }
 
   #add(listing: Listing, t: OwnedTable, items: readonly NftItem[]): void {
@@ -206,4 +241,9 @@ function sameListing(a: Listing, b: Listing): boolean {
   if (a.size !== b.size) return false;
   for (const [k, e] of a) if (b.get(k)?.text !== e.text) return false;
   return true;
+}
+
+/** The objects (`<table> chain <name>`, ...) that differ between two listings, at most eight: what the log names. */
+function differing(a: Listing, b: Listing): string[] {
+  return [...new Set([...a.keys(), ...b.keys()])].filter((k) => a.get(k)?.text !== b.get(k)?.text).slice(0, 8);
 }
