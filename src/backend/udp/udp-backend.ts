@@ -24,7 +24,7 @@ import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network
 import { Forwarder } from './forwarder.js';
 import { TunDevice, tunName } from './tun-device.js';
 import { type TunnelSpec, TunnelTable } from './tunnel-kind.js';
-import { writeSnapshot } from './udp-snapshot.js';
+import { SnapshotWriter } from './udp-snapshot.js';
 import { type UdpTunAddon, udpTunAddon } from './udp-addon.js';
 import { type UdpConfig, parseUdpConfig } from './udp-config.js';
 
@@ -57,7 +57,7 @@ class UdpDriver implements BackendDriver {
   readonly #forwarder: Forwarder;
   readonly #planes: PlaneSet;
   #socket: number | undefined;
-  #snapshotWarned = false;
+  readonly #snapshots: SnapshotWriter | undefined;
   /** The subnet the running forwarder answers from; a new one restarts it. */
   #forwardingFor: IpAddr | undefined;
 
@@ -70,6 +70,16 @@ class UdpDriver implements BackendDriver {
     const network = this.#plane.network;
     this.#tun = new TunDevice({ addon, netlink: deps.netlink, log: deps.log, mtu: this.mtu, network, ...handover(deps) });
     this.#forwarder = new Forwarder(addon);
+    const path = deps.stateFile;
+    let warned = false;
+    this.#snapshots = path ? new SnapshotWriter({
+      path,
+      done: (err) => {
+        // Once until a write succeeds again: the table changes with every peer.
+        if (err !== undefined && !warned) deps.log.warn({ err, file: path }, `udp: cannot save the peer table for a restart without the registry: ${errorMessage(err)}`);
+        warned = err !== undefined;
+      },
+    }) : undefined;
     this.kinds = [
       routeKind({ netlink: deps.netlink, families: () => [4], owns: (r) => r.index === this.#tun.index && r.dst.ip.family === 4 && containsCidr(this.#plane.network, r.dst) }),
       // Until its first flush, after the first full reconcile, packets wait in the kernel's queues:
@@ -132,17 +142,8 @@ class UdpDriver implements BackendDriver {
 
   /** The table as the next agent needs it should it start without the registry (udp-early.ts). */
   #saveSnapshot(tunnels: readonly TunnelSpec[]): void {
-    const path = this.#deps.stateFile;
-    if (!path) return;
     const plane = this.#plane;
-    const snapshot = { bind: plane.ifaceAddr ?? plane.publicIp, port: this.#udp.port, mtu: this.mtu, tunAddr: plane.subnet?.ip ?? plane.publicIp, tunnels };
-    writeSnapshot(path, snapshot).then(
-      () => (this.#snapshotWarned = false),
-      (err: unknown) => {
-        if (!this.#snapshotWarned) this.#deps.log.warn({ err, file: path }, `udp: cannot save the peer table for a restart without the registry: ${errorMessage(err)}`);
-        this.#snapshotWarned = true;
-      },
-    );
+    this.#snapshots?.save({ bind: plane.ifaceAddr ?? plane.publicIp, port: this.#udp.port, mtu: this.mtu, tunAddr: plane.subnet?.ip ?? plane.publicIp, tunnels });
   }
 
   #startForwarder(): void {

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { decodeSnapshot, encodeSnapshot, readSnapshot, writeSnapshot } from './udp-snapshot.js';
+import { SnapshotWriter, type UdpSnapshot, decodeSnapshot, encodeSnapshot, readSnapshot, writeSnapshot } from './udp-snapshot.js';
 
 const snapshot = {
   bind: parseIp('203.0.113.2'), port: 8285, mtu: 1472, tunAddr: parseIp('198.18.2.0'),
@@ -56,4 +56,53 @@ test('a snapshot is written under a new name and renamed, and read back only fro
   await writeFile(path, encodeSnapshot(snapshot).padEnd(8 * 1024 * 1024, ' '));
   assert.deepEqual(await readSnapshot(path), snapshot, 'at the limit it is read');
   assert.deepEqual(await readdir(dir), ['subnet.env.state'], 'still no temporary file left');
+});
+
+test('tables saved one after another are written one at a time, and the last one given is the one that stays', async () => {
+  const writes: Array<{ tunnels: number; end: (err?: Error) => void }> = [];
+  let inFlight = 0;
+  let most = 0;
+  const results: unknown[] = [];
+  const writer = new SnapshotWriter({
+    path: '/nonexistent/subnet.env.state',
+    done: (err) => results.push(err),
+    write: (_path, s) => {
+      most = Math.max(most, ++inFlight);
+      return new Promise<void>((resolve, reject) => writes.push({ tunnels: s.tunnels.length, end: (err) => (inFlight--, err ? reject(err) : resolve()) }));
+    },
+  });
+  const table = (n: number): UdpSnapshot => ({ ...snapshot, tunnels: snapshot.tunnels.slice(0, n) });
+  writer.save(table(0));
+  writer.save(table(1));
+  writer.save(table(2));
+  assert.deepEqual(writes.map((w) => w.tunnels), [0], 'one write in flight');
+  writes[0]!.end();
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(writes.map((w) => w.tunnels), [0, 2], 'then the latest table; the one it replaced is never written');
+  writes[1]!.end(new Error('EROFS'));
+  await writer.settled();
+  assert.equal(most, 1);
+  assert.deepEqual(results.map((r) => (r instanceof Error ? r.message : r)), [undefined, 'EROFS'], 'each write reported, a failure with its error');
+  writer.save(table(1));
+  assert.equal(writes.length, 3, 'a failed write does not stop the next');
+  writes[2]!.end();
+  await writer.settled();
+  assert.deepEqual(results.at(-1), undefined);
+});
+
+test('a burst of tables, written to a real file: the file holds the last', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-snap-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const path = join(dir, 'subnet.env.state');
+  const failures: unknown[] = [];
+  const writer = new SnapshotWriter({ path, done: (err) => err !== undefined && failures.push(err) });
+  const tunnels = Array.from({ length: 40 }, (_, i) => ({ dst: parseCidr(`198.18.${i + 1}.0/24`), endpoint: parseIp(`203.0.113.${i + 1}`) }));
+  for (let n = 1; n <= tunnels.length; n++) {
+    writer.save({ ...snapshot, tunnels: tunnels.slice(0, n) });
+    if (n % 7 === 0) await new Promise((resolve) => setImmediate(resolve));
+  }
+  await writer.settled();
+  assert.deepEqual(failures, []);
+  assert.equal((await readSnapshot(path))?.tunnels.length, tunnels.length);
+  assert.deepEqual(await readdir(dir), ['subnet.env.state'], 'no temporary file left');
 });

@@ -79,3 +79,44 @@ export async function readSnapshot(path: string): Promise<UdpSnapshot | undefine
 export async function writeSnapshot(path: string, s: UdpSnapshot): Promise<void> {
   await writeFileAtomically(path, encodeSnapshot(s), 0o600);
 }
+
+/**
+ * Keeps the file at the latest table given, one write at a time: two writes in flight rename in
+ * whichever order their syncs end, and the older table could stay on disk until the next change
+ * (an agent restarted without the registry would then miss a peer). A table given while one is
+ * written replaces any still waiting.
+ */
+export class SnapshotWriter {
+  readonly #write: (s: UdpSnapshot) => Promise<void>;
+  readonly #done: (err: unknown) => void;
+  #next: UdpSnapshot | undefined;
+  #writing: Promise<void> | undefined;
+
+  /** `done` hears of each write: undefined when it is on disk, else why not. */
+  constructor(options: { path: string; done: (err: unknown) => void; write?: (path: string, s: UdpSnapshot) => Promise<void> }) {
+    const write = options.write ?? writeSnapshot;
+    this.#write = (s) => write(options.path, s);
+    this.#done = options.done;
+  }
+
+  save(s: UdpSnapshot): void {
+    this.#next = s;
+    this.#writing ??= this.#drain();
+  }
+
+  /** Resolves once every table given so far has been written, or has failed. */
+  async settled(): Promise<void> {
+    while (this.#writing) await this.#writing;
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      for (let s = this.#next; s; s = this.#next) {
+        this.#next = undefined;
+        this.#done(await this.#write(s).then(() => undefined, (err: unknown) => err ?? new Error('the write failed')));
+      }
+    } finally {
+      this.#writing = undefined;
+    }
+  }
+}
