@@ -147,6 +147,29 @@ test('after a change in place, one object written is listed alone and more with 
   assert.equal(nft.tables.size, 0, 'removed');
 });
 
+test('a write that fails leaves the tables unknown: the same tables asked for again are written, not found unchanged', async () => {
+  const nft = fakeNft();
+  let fail = 0;
+  const exec: Exec = async (cmd, args, input) => {
+    if (fail > 0 && args[0] === '-f') {
+      fail--;
+      throw new CommandError('nft -f failed: Error: Could not process rule: No buffer space available');
+    }
+    return nft.exec(cmd, args, input);
+  };
+  const owner = new NftOwner({ exec, log: recordingLogger() });
+  await owner.install([policyLike]);
+  const wider: OwnedTable = { ...policyLike, sets: [{ ...policyLike.sets![0]!, elements: ['198.18.1.0/24', '198.18.2.5', '198.18.3.0/24'] }] };
+  fail = 2;
+  await assert.rejects(owner.update([wider]), 'the change in place and the whole table both refused');
+  assert.equal(await owner.update([wider]), 'replaced');
+  assert.deepEqual(nft.tables.get('inet weft-policy')!.sets.get('allowed'), ['198.18.1.0/24', '198.18.2.5', '198.18.3.0/24']);
+  fail = 1;
+  await assert.rejects(owner.install([policyLike]));
+  assert.equal(await owner.check(), true, 'a check writes what the failed install meant');
+  assert.deepEqual(nft.tables.get('inet weft-policy')!.sets.get('allowed'), ['198.18.1.0/24', '198.18.2.5']);
+});
+
 test('a call made while a check lists waits for it: the check finds no drift, and the change stays as made', async () => {
   const wider: OwnedTable = { ...policyLike, sets: [{ ...policyLike.sets![0]!, elements: ['198.18.1.0/24', '198.18.2.5', '198.18.3.0/24'] }] };
   for (const [how, call] of [['install', (o: NftOwner) => o.install([wider])], ['update', (o: NftOwner) => o.update([wider])]] as const) {

@@ -61,6 +61,9 @@ export class NftOwner {
   async #install(tables: readonly OwnedTable[]): Promise<void> {
     await this.#settle();
     this.#tables = tables;
+    // Until the listing below, the kernel's tables are not known to be these: should the write
+    // fail, the next update writes them whole rather than finding nothing to change.
+    this.#reference = undefined;
     await this.#exec('nft', ['-f', '-'], replaceTables(tables));
     // The listing is a second command: someone may change the tables in between. Only a listing
     // with the shape just written becomes the reference; otherwise the next check writes again.
@@ -164,7 +167,10 @@ export class NftOwner {
 
   /** Deletes these tables where they exist. */
   remove(tables: ReadonlyArray<Pick<OwnedTable, 'family' | 'name'>>): Promise<void> {
-    return this.#serial(async () => void (await this.#exec('nft', ['-f', '-'], deleteTables(tables))));
+    return this.#serial(async () => {
+      await this.#settle();
+      await this.#exec('nft', ['-f', '-'], deleteTables(tables));
+    });
   }
 
   /** The listing, if it has the shape just written (tableShape); else undefined. */

@@ -72,22 +72,48 @@ test('tables saved one after another are written one at a time, and the last one
     },
   });
   const table = (n: number): UdpSnapshot => ({ ...snapshot, tunnels: snapshot.tunnels.slice(0, n) });
+  const settle = (): Promise<unknown> => new Promise((resolve) => setImmediate(resolve));
   writer.save(table(0));
+  await settle();
   writer.save(table(1));
   writer.save(table(2));
+  await settle();
   assert.deepEqual(writes.map((w) => w.tunnels), [0], 'one write in flight');
   writes[0]!.end();
-  await new Promise((resolve) => setImmediate(resolve));
+  await settle();
   assert.deepEqual(writes.map((w) => w.tunnels), [0, 2], 'then the latest table; the one it replaced is never written');
   writes[1]!.end(new Error('EROFS'));
   await writer.settled();
   assert.equal(most, 1);
   assert.deepEqual(results.map((r) => (r instanceof Error ? r.message : r)), [undefined, 'EROFS'], 'each write reported, a failure with its error');
   writer.save(table(1));
+  await settle();
   assert.equal(writes.length, 3, 'a failed write does not stop the next');
   writes[2]!.end();
   await writer.settled();
   assert.deepEqual(results.at(-1), undefined);
+});
+
+test('a write that throws before it begins is reported, and the next table is still written', async () => {
+  const results: unknown[] = [];
+  const written: number[] = [];
+  let broken = true;
+  const writer = new SnapshotWriter({
+    path: '/nonexistent/subnet.env.state',
+    done: (err) => results.push(err),
+    write: (_path, s) => {
+      if (broken) throw new Error('EBADF');
+      written.push(s.tunnels.length);
+      return Promise.resolve();
+    },
+  });
+  writer.save(snapshot);
+  await writer.settled();
+  broken = false;
+  writer.save({ ...snapshot, tunnels: [] });
+  await writer.settled();
+  assert.deepEqual(results.map((r) => (r instanceof Error ? r.message : r)), ['EBADF', undefined]);
+  assert.deepEqual(written, [0]);
 });
 
 test('a burst of tables, written to a real file: the file holds the last', async (t) => {

@@ -101,7 +101,8 @@ export class SnapshotWriter {
 
   save(s: UdpSnapshot): void {
     this.#next = s;
-    this.#writing ??= this.#drain();
+    // Begun from a resolved promise, the drain never ends before `#writing` holds it.
+    this.#writing ??= Promise.resolve().then(() => this.#drain());
   }
 
   /** Resolves once every table given so far has been written, or has failed. */
@@ -113,7 +114,13 @@ export class SnapshotWriter {
     try {
       for (let s = this.#next; s; s = this.#next) {
         this.#next = undefined;
-        this.#done(await this.#write(s).then(() => undefined, (err: unknown) => err ?? new Error('the write failed')));
+        let failure: unknown;
+        try {
+          await this.#write(s);
+        } catch (err) {
+          failure = err ?? new Error('the write failed');
+        }
+        this.#done(failure);
       }
     } finally {
       this.#writing = undefined;
