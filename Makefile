@@ -112,8 +112,12 @@ test: setup lint cni-plugin image dist dist-arm64
 # Mutation testing of the decision modules (stryker.config.json: which modules, which unit tests),
 # kept out of `make test` for its length. The tests' waits are bounded at 4 s here, so that a
 # mutant that stops the code from ever getting there fails in seconds. docs/mutation.md records it.
+# A test process Stryker ends at a timeout cannot remove its temporary files: they go under one
+# directory of the run's, removed after it.
 mutation: setup
-	FLANNEL_NETNS_TESTS=1 WEFT_TEST_WAIT_MS=4000 npx stryker run
+	@tmp=$$(mktemp -d /tmp/weft-mutation-XXXXXX) && \
+	  FLANNEL_NETNS_TESTS=1 WEFT_TEST_WAIT_MS=4000 TMPDIR=$$tmp npx stryker run; \
+	  rc=$$?; rm -rf "$$tmp"; exit $$rc
 
 bench: setup image cni-plugin
 	node dist/bench/run.js
