@@ -55,6 +55,8 @@ test('updated in place, the table lists as one written whole, through policy, la
       // One chain and its map: nft 1.0.6 lists several objects in one command with one cache
       // filter, and a rule's set statement naming a set not among them is left out of its listing.
       ['one pod isolated', topology([denyA])],
+      // One chain alone, listed by itself: its rules' set statements name sets not listed with it.
+      ['the policy renamed', topology([netpol('x', 'deny-a2', { podSelector: { matchLabels: { pod: 'a' } } })])],
       ['isolated again', topology([denyY])],
     ];
     const hows: string[] = [];
