@@ -67,8 +67,12 @@ export interface BackendDriver {
   repairDevices?(signal: AbortSignal): Promise<boolean>;
   /** Links whose changes can undo its entries unannounced: its devices and the external interface. */
   links(): readonly number[];
-  /** Once the reconciler has stopped: release or hand over what the next agent takes. */
-  stop?(): void;
+  /**
+   * Once the reconciler has stopped: release or hand over what the next agent takes. `run`
+   * resolves only after it, so that what it finishes (a file still being written) is done before
+   * the process exits or re-executes.
+   */
+  stop?(): void | Promise<void>;
   /** A packet path's counters. */
   packetCounters?(): PacketCounters;
 }
@@ -149,7 +153,7 @@ export class OverlayNetwork implements Network {
     try {
       await reconciler.run(events, signal);
     } finally {
-      d.stop?.();
+      await d.stop?.();
     }
   }
 }

@@ -29,6 +29,8 @@ import { type UdpTunAddon, udpTunAddon } from './udp-addon.js';
 import { type UdpConfig, parseUdpConfig } from './udp-config.js';
 
 const socketHandoverName = 'udp-socket';
+/** How long a stopping agent waits for the peer table being saved (a write and an fsync on a local disk). */
+const snapshotStopWaitMs = 5_000;
 
 export const udpBackend: BackendFactory = {
   checkOptions(config) {
@@ -130,13 +132,20 @@ class UdpDriver implements BackendDriver {
     return { backend: 'udp', path: 'userspace', counters: this.#forwarder.counters() };
   }
 
-  /** Nothing read is dropped: the threads send what they hold, then the kernel queues. */
-  stop(): void {
+  /**
+   * Nothing read is dropped: the threads send what they hold, then the kernel queues. The peer
+   * table still being saved is saved: an agent re-executed (SIGHUP) or restarted without the
+   * registry starts from that file.
+   */
+  async stop(): Promise<void> {
     this.#forwarder.stop();
     this.#tun.handOver();
     if (this.#socket !== undefined && this.#deps.handover) {
       this.#addon.keepOnExec(this.#socket, true);
       this.#deps.handover.pass(socketHandoverName, this.#socket);
+    }
+    if (this.#snapshots && !(await this.#snapshots.settled(snapshotStopWaitMs))) {
+      this.#deps.log.warn({ file: this.#deps.stateFile, waitedMs: snapshotStopWaitMs }, 'udp: the peer table was still being saved when the agent stopped');
     }
   }
 

@@ -132,3 +132,17 @@ test('a burst of tables, written to a real file: the file holds the last', async
   assert.equal((await readSnapshot(path))?.tunnels.length, tunnels.length);
   assert.deepEqual(await readdir(dir), ['subnet.env.state'], 'no temporary file left');
 });
+
+test('a stopping agent waits for the table being written, and not for ever for a write stuck on its disk', async () => {
+  const stuck = new SnapshotWriter({ path: '/nonexistent/subnet.env.state', done: () => undefined, write: () => new Promise<void>(() => undefined) });
+  assert.equal(await stuck.settled(1), true, 'nothing to wait for');
+  stuck.save(snapshot);
+  assert.equal(await stuck.settled(20), false, 'the write never ends: the wait does');
+  let end: () => void = () => undefined;
+  const slow = new SnapshotWriter({ path: '/nonexistent/subnet.env.state', done: () => undefined, write: () => new Promise<void>((resolve) => (end = resolve)) });
+  slow.save(snapshot);
+  const waiting = slow.settled(60_000);
+  await new Promise((resolve) => setImmediate(resolve));
+  end();
+  assert.equal(await waiting, true, 'the write ended within the wait');
+});

@@ -105,9 +105,21 @@ export class SnapshotWriter {
     this.#writing ??= Promise.resolve().then(() => this.#drain());
   }
 
-  /** Resolves once every table given so far has been written, or has failed. */
-  async settled(): Promise<void> {
-    while (this.#writing) await this.#writing;
+  /**
+   * Resolves once every table given so far has been written, or has failed: true; false when
+   * `withinMs` ran out first (a write stuck on its disk must not hold an agent that stops).
+   */
+  async settled(withinMs = Infinity): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((resolve) => {
+      if (Number.isFinite(withinMs)) timer = setTimeout(() => resolve(false), withinMs);
+    });
+    try {
+      while (this.#writing) if ((await Promise.race([this.#writing, late])) === false) return false;
+      return true;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async #drain(): Promise<void> {
