@@ -391,6 +391,8 @@ async function churnRun(registry: Registry, env: NodeJS.ProcessEnv, peers: numbe
     }
     if (!result) throw new Error(`the churn driver gave no result:\n${node.log.slice(-2000)}`);
     if (result.failed > 0) throw new Error(`${result.failed} registry writes of the churn failed`);
+    // As after convergence: a clean stop lets --cpu-prof write its file.
+    if (process.env['BENCH_VERBOSE']) await cluster.stopAgent(node, 'SIGTERM');
     return { cpu, latencies: result.latencies, missed: result.missed.length };
   } finally {
     await cluster.destroy();

@@ -4,7 +4,7 @@ import { ErrorCodes, WeftError } from '../core/errors.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseCidr } from '../ip/cidr.js';
-import { parseIp } from '../ip/ip.js';
+import { formatIp, parseIp } from '../ip/ip.js';
 import type { Lease, LeaseEvent } from '../lease/lease.js';
 import { LeaseTracker } from '../lease/lease-tracker.js';
 import type { RouteInfo } from '../netlink/netlink.js';
@@ -699,6 +699,62 @@ test('a lease added and removed in one batch writes nothing; one changed twice i
   assert.ok(!nl.fdbTable.has(`${dev} ${mac(40)}`));
   assert.equal(nl.fdbTable.get(`${dev} ${mac(41)}`)?.mac, mac(41));
   assert.deepEqual(counts(), { routes: 2, neighbours: 2, fdb: 2 });
+});
+
+test('a changed lease writes only the entries that changed: a new public IP is one FDB write, not three', async (t) => {
+  const clock = new ManualClock();
+  const { nl, events } = start(t, [lease(2), lease(3)], { clock });
+  await clock.advance(10);
+  const moved: Lease = { ...lease(2), attrs: { ...lease(2).attrs, publicIp: parseIp('203.0.113.99') } };
+  let from = nl.writes.length;
+  events.push([{ type: 'added', lease: moved }]);
+  await clock.advance(1);
+  assert.deepEqual(nl.writes.slice(from), [`replaceFdb ${dev} ${mac(2)}`], 'the neighbour and the route stand as they were');
+  assert.equal(formatIp(nl.fdbTable.get(`${dev} ${mac(2)}`)!.dst!), '203.0.113.99');
+  // A new VtepMAC: the neighbour and the FDB entry change, the route does not.
+  from = nl.writes.length;
+  events.push([{ type: 'added', lease: lease(3, mac(33)) }]);
+  await clock.advance(1);
+  assert.deepEqual(nl.writes.slice(from).sort(), [`deleteFdb ${dev} ${mac(3)}`, `replaceFdb ${dev} ${mac(33)}`, `replaceNeighbour ${dev} 198.18.3.0`].sort());
+  assert.equal(nl.neighTable.get(`${dev} 198.18.3.0`)?.mac, mac(33));
+});
+
+test('of a kind with two entries a peer, only the one a change alters is written', async (t) => {
+  const clock = new ManualClock();
+  // A second route, through the peer's public IP: it moves with the IP, the first does not.
+  const twoRoutes = (l: Lease): PeerProgram => {
+    const p = program(l);
+    const via = { dst: parseCidr(`198.18.${100 + third(l)}.0/24`), gateway: l.attrs.publicIp!, index: dev, onlink: true };
+    return { ...p, entries: { ...p.entries, route: [...p.entries['route']!, via] } };
+  };
+  const { nl, events, counts } = start(t, [lease(2)], { clock, program: twoRoutes });
+  await clock.advance(10);
+  assert.equal(counts().routes, 2);
+  const from = nl.writes.length;
+  events.push([{ type: 'added', lease: { ...lease(2), attrs: { ...lease(2).attrs, publicIp: parseIp('203.0.113.99') } } }]);
+  await clock.advance(1);
+  assert.deepEqual(nl.writes.slice(from).sort(), [`replaceFdb ${dev} ${mac(2)}`, 'replaceRoute 198.18.102.0/24'].sort());
+  assert.equal(formatIp(nl.routeTable.get('198.18.102.0/24')!.gateway!), '203.0.113.99');
+});
+
+test('a lease changed twice in one batch is compared with what the kernel held before the batch, not with its first form', async (t) => {
+  const clock = new ManualClock();
+  const { nl, events, counts } = start(t, [lease(2)], { clock });
+  await clock.advance(10);
+  // The first form brings a VtepMAC the kernel never saw; the second is the same. Compared with
+  // the first, nothing would be written and the kernel would keep the old MAC.
+  events.push([{ type: 'added', lease: lease(2, mac(50)) }, { type: 'added', lease: lease(2, mac(50)) }]);
+  await clock.advance(1);
+  assert.equal(nl.neighTable.get(`${dev} 198.18.2.0`)?.mac, mac(50));
+  assert.ok(nl.fdbTable.has(`${dev} ${mac(50)}`));
+  assert.ok(!nl.fdbTable.has(`${dev} ${mac(2)}`));
+  assert.deepEqual(counts(), { routes: 1, neighbours: 1, fdb: 1 });
+  // Removed and added back in one batch: what the kernel holds of it stays, and is not written again.
+  const from = nl.writes.length;
+  events.push([{ type: 'removed', lease: lease(2, mac(50)) }, { type: 'added', lease: lease(2, mac(50)) }]);
+  await clock.advance(1);
+  assert.deepEqual(nl.writes.slice(from), []);
+  assert.deepEqual(counts(), { routes: 1, neighbours: 1, fdb: 1 });
 });
 
 test('a pass whose listing fails (a dump cut short) is made again after a pause, with no other trigger', async (t) => {

@@ -36,7 +36,7 @@ import { formatSubnetKey } from '../lease/subnet-key.js';
 import type { Netlink, NetlinkChange } from '../netlink/netlink.js';
 import { DesiredState } from './desired-state.js';
 import type { EntryKind, PeerProgram, Program } from './entry-kind.js';
-import { type KeptProgram, entriesOfKind, keep, wantsEntry } from './kept-program.js';
+import { type KeptProgram, entriesOfKind, forEachOfKind, keep, wantsEntry } from './kept-program.js';
 import { type Refusal, isRefusal } from './lease-program.js';
 import { UnderlayIndex } from './underlay-clash.js';
 import { passPeriodMs } from './liveness-pass.js';
@@ -260,9 +260,12 @@ export class Reconciler {
   async #apply(batch: readonly LeaseEvent[], signal: AbortSignal): Promise<void> {
     const toAdd: Written[] = [];
     const toRemove: Written[] = [];
+    // What the kernel held, before this batch, for each peer the batch changes.
+    const before = new Map<string, KeptProgram | undefined>();
     for (const event of batch) {
       const key = event.key ?? formatSubnetKey(event.lease.subnet);
       const old = this.#peers.get(key);
+      if (!before.has(key)) before.set(key, old?.entries);
       if (event.type === 'removed') {
         this.#refused.delete(key);
         if (old) {
@@ -301,9 +304,10 @@ export class Reconciler {
     // Against the desired state after the whole batch: nothing is taken out that the batch puts
     // back, and only programs still current are written (a lease added and removed in one batch,
     // or changed twice, leaves programs behind that no peer holds any more).
-    await this.#remove(toRemove);
+    const put: Held = new Map();
+    await this.#remove(toRemove, put);
     const current = toAdd.filter((w) => this.#peers.get(w.key)?.entries === w.entries);
-    if (!signal.aborted) await this.#write(current, signal);
+    if (!signal.aborted) await this.#write(current, signal, this.#held(current, before, put));
     this.#flush();
     if (toAdd.length > 0) this.#log.debug({ peers: toAdd.length }, 'peers programmed');
   }
@@ -498,17 +502,44 @@ export class Reconciler {
   }
 
   /**
-   * Writes programs kind by kind, each kind's entries of every program together (so that they go
-   * to the kernel in batches); a failure stops that program there and takes its earlier kinds back
-   * out. The last kind has nothing after it, so a program's other entries of it still go in.
+   * The entries of changed programs that the kernel already holds as they want: a lease that
+   * changes its public IP changes one FDB entry, and its neighbour and route are not written again
+   * (flanneld writes all three). `put` has what #remove has just written as the desired state
+   * wants it. `before` has the programs the kernel held before the batch; what #remove left of
+   * them is what the desired state wants, so an entry of the same key that matches is in place. A
+   * write of it that failed earlier is retried by the reconcile that failure asked for.
    */
-  async #write(programs: readonly Written[], signal: AbortSignal): Promise<void> {
+  #held(programs: readonly Written[], before: ReadonlyMap<string, KeptProgram | undefined>, put: Held): Held {
+    const held = put;
+    for (const w of programs) {
+      const old = before.get(w.key);
+      if (!old) continue;
+      for (const kind of this.#kinds) {
+        const had = entriesOfKind(old, kind.name);
+        if (had.length === 0) continue;
+        forEachOfKind(w.entries, kind.name, (e) => {
+          const key = kind.key(e);
+          if (had.some((h) => kind.key(h) === key && kind.matches(e, h))) heldOf(held, kind).add(e);
+        });
+      }
+    }
+    return held;
+  }
+
+  /**
+   * Writes programs kind by kind, each kind's entries of every program together (so that they go
+   * to the kernel in batches), but for those `held` already; a failure stops that program there
+   * and takes its earlier kinds back out. The last kind has nothing after it, so a program's other
+   * entries of it still go in.
+   */
+  async #write(programs: readonly Written[], signal: AbortSignal, held: Held): Promise<void> {
     let live = programs;
     for (const [i, kind] of this.#kinds.entries()) {
       if (signal.aborted || live.length === 0) return;
       const failed = new Set<Written>();
+      const skip = held.get(kind);
       await inWindows(entriesOf(live, kind), ([w, entry]) =>
-        this.#try(kind, 'replace', w.subject, () => kind.put(entry)).then((ok) => void (ok || failed.add(w))),
+        skip?.has(entry) ? undefined : this.#try(kind, 'replace', w.subject, () => kind.put(entry)).then((ok) => void (ok || failed.add(w))),
       );
       if (failed.size === 0 || i === this.#kinds.length - 1) continue;
       for (const w of failed) {
@@ -529,14 +560,14 @@ export class Reconciler {
    * hop or a VtepMAC); an entry that another program still wants in another form (the FDB entry
    * of a shared MAC, now pointing at the other peer) is written as that program wants it.
    */
-  async #remove(programs: readonly Written[]): Promise<void> {
+  async #remove(programs: readonly Written[], put: Held): Promise<void> {
     if (programs.length === 0) return;
     for (const kind of [...this.#kinds].reverse()) {
       const want = this.#desired.of(kind);
       await inWindows(entriesOf(programs, kind), ([w, e]) => {
         const still = want.get(kind.key(e));
         if (!still) return this.#try(kind, 'delete', w.subject, () => kind.remove(e));
-        return kind.matches(still, e) ? undefined : this.#try(kind, 'replace', w.subject, () => kind.put(still));
+        return kind.matches(still, e) ? undefined : this.#try(kind, 'replace', w.subject, () => kind.put(still)).then((ok) => void (ok && heldOf(put, kind).add(still)));
       });
     }
   }
@@ -573,6 +604,18 @@ export class Reconciler {
 /** Registry creation order, leases without one last (a stable sort keeps their order). */
 function byCreation(a: LeaseEvent, b: LeaseEvent): number {
   return (a.lease.created ?? Infinity) - (b.lease.created ?? Infinity) || 0;
+}
+
+/**
+ * Entries the kernel holds as a changed program wants them, by kind: one object may be the entry
+ * of two kinds (a vxlan peer's neighbour and FDB entry are one record), held in one, not the other.
+ */
+type Held = Map<EntryKind, Set<object>>;
+
+function heldOf(held: Held, kind: EntryKind): Set<object> {
+  let set = held.get(kind);
+  if (!set) held.set(kind, (set = new Set()));
+  return set;
 }
 
 /** A program as written or removed, with the lease it is for in log lines. */
