@@ -737,6 +737,43 @@ test('of a kind with two entries a peer, only the one a change alters is written
   assert.equal(formatIp(nl.routeTable.get('198.18.102.0/24')!.gateway!), '203.0.113.99');
 });
 
+test('after a failed write, until a clean reconcile, a changed lease is written whole: what the reconciler holds may not be in the kernel', async (t) => {
+  const clock = new ManualClock();
+  const { nl, events } = start(t, [lease(2)], { clock });
+  await clock.advance(10);
+  // A new VtepMAC whose neighbour the kernel refuses: the new FDB entry is never written.
+  nl.failNext('replaceNeighbour', 2);
+  events.push([{ type: 'added', lease: lease(2, mac(60)) }]);
+  await clock.advance(1);
+  assert.ok(!nl.fdbTable.has(`${dev} ${mac(60)}`));
+  // The same lease again, before the retry: compared with the program held, nothing would be written.
+  let from = nl.writes.length;
+  events.push([{ type: 'added', lease: lease(2, mac(60)) }]);
+  await clock.advance(1);
+  assert.deepEqual(nl.writes.slice(from), [`replaceNeighbour ${dev} 198.18.2.0`, `replaceFdb ${dev} ${mac(60)}`, 'replaceRoute 198.18.2.0/24']);
+  // Once a reconcile has found the kernel in line, a change writes only what it alters again.
+  await clock.advance(60_000);
+  from = nl.writes.length;
+  events.push([{ type: 'added', lease: { ...lease(2, mac(60)), attrs: { ...lease(2, mac(60)).attrs, publicIp: parseIp('203.0.113.98') } } }]);
+  await clock.advance(1);
+  assert.deepEqual(nl.writes.slice(from), [`replaceFdb ${dev} ${mac(60)}`]);
+});
+
+test('an entry another lease wants too is written when its lease changes: the kernel may hold the other form', async (t) => {
+  const clock = new ManualClock();
+  // Two leases whose programs share a route key (a registry with overlapping leases): 198.18.2.0/24 and its copy.
+  const shared = (l: Lease): PeerProgram => {
+    const p = program(l);
+    return { ...p, entries: { ...p.entries, route: [{ dst: parseCidr('198.18.200.0/24'), gateway: l.attrs.publicIp!, index: dev, onlink: true }] } };
+  };
+  const { nl, events } = start(t, [lease(2), lease(3)], { clock, program: shared });
+  await clock.advance(10);
+  const from = nl.writes.length;
+  events.push([{ type: 'added', lease: lease(2, mac(70)) }]);
+  await clock.advance(1);
+  assert.ok(nl.writes.slice(from).includes('replaceRoute 198.18.200.0/24'), 'the shared route is written as the changed lease wants it');
+});
+
 test('a lease changed twice in one batch is compared with what the kernel held before the batch, not with its first form', async (t) => {
   const clock = new ManualClock();
   const { nl, events, counts } = start(t, [lease(2)], { clock });

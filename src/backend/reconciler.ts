@@ -97,6 +97,11 @@ export class Reconciler {
   #synced = false;
   /** Set by a failed kernel write; the run loop then schedules a full reconcile with backoff. */
   #writeFailed = false;
+  /**
+   * A write has failed since the last full reconcile that failed nothing: the programs it holds may
+   * not all be in the kernel, so a changed lease is written whole (#held).
+   */
+  #unsettled = false;
   readonly #retry: Backoff;
   #retryPending = false;
   #unparsedSeen = false;
@@ -329,6 +334,7 @@ export class Reconciler {
 
   async #reconcile(signal: AbortSignal): Promise<void> {
     const t0 = performance.now();
+    const failedBefore = this.#failedWrites;
     try {
       if (this.#scope.repairDevices && (await this.#scope.repairDevices(signal))) {
         this.reprogram();
@@ -344,10 +350,12 @@ export class Reconciler {
       if (!signal.aborted) {
         this.#log.error({ err }, 'reconcile failed; trying again after a pause');
         this.#writeFailed = true;
+        this.#unsettled = true;
         this.#failedWrites++;
       }
     }
     this.#flush();
+    if (this.#failedWrites === failedBefore && !signal.aborted) this.#unsettled = false;
     publish('reconcile', { seconds: (performance.now() - t0) / 1000 });
   }
 
@@ -505,20 +513,24 @@ export class Reconciler {
    * The entries of changed programs that the kernel already holds as they want: a lease that
    * changes its public IP changes one FDB entry, and its neighbour and route are not written again
    * (flanneld writes all three). `put` has what #remove has just written as the desired state
-   * wants it. `before` has the programs the kernel held before the batch; what #remove left of
-   * them is what the desired state wants, so an entry of the same key that matches is in place. A
-   * write of it that failed earlier is retried by the reconcile that failure asked for.
+   * wants it. `before` has the programs held before the batch, which are in the kernel while no
+   * write has failed since the last clean reconcile (#unsettled); what #remove left of them is what
+   * the desired state wants, so an entry of the same key that matches is in place, unless another
+   * program wants that key too (the kernel may hold that one's form).
    */
   #held(programs: readonly Written[], before: ReadonlyMap<string, KeptProgram | undefined>, put: Held): Held {
     const held = put;
+    if (this.#unsettled) return held;
     for (const w of programs) {
       const old = before.get(w.key);
       if (!old) continue;
       for (const kind of this.#kinds) {
         const had = entriesOfKind(old, kind.name);
         if (had.length === 0) continue;
+        const want = this.#desired.of(kind);
         forEachOfKind(w.entries, kind.name, (e) => {
           const key = kind.key(e);
+          if (want.find(key, (other) => other !== e)) return;
           if (had.some((h) => kind.key(h) === key && kind.matches(e, h))) heldOf(held, kind).add(e);
         });
       }
@@ -585,6 +597,7 @@ export class Reconciler {
       this.#log.error({ err, subject, detail: errorMessage(err) }, `failed to ${write} ${kind.name}`);
       publish('kernel.write', { kind: kind.name, op: write, ok: false });
       this.#writeFailed = true;
+      this.#unsettled = true;
       this.#failedWrites++;
       return false;
     };

@@ -138,14 +138,15 @@ class UdpDriver implements BackendDriver {
    * registry starts from that file.
    */
   async stop(): Promise<void> {
+    // First, while the forwarder still forwards: the reconciler has stopped, so no table comes after.
+    if (this.#snapshots && !(await this.#snapshots.settled(snapshotStopWaitMs))) {
+      this.#deps.log.warn({ file: this.#deps.stateFile, waitedMs: snapshotStopWaitMs }, 'udp: the peer table was still being saved when the agent stopped');
+    }
     this.#forwarder.stop();
     this.#tun.handOver();
     if (this.#socket !== undefined && this.#deps.handover) {
       this.#addon.keepOnExec(this.#socket, true);
       this.#deps.handover.pass(socketHandoverName, this.#socket);
-    }
-    if (this.#snapshots && !(await this.#snapshots.settled(snapshotStopWaitMs))) {
-      this.#deps.log.warn({ file: this.#deps.stateFile, waitedMs: snapshotStopWaitMs }, 'udp: the peer table was still being saved when the agent stopped');
     }
   }
 
