@@ -759,6 +759,27 @@ test('after a failed write, until a clean reconcile, a changed lease is written 
   assert.deepEqual(nl.writes.slice(from), [`replaceFdb ${dev} ${mac(60)}`]);
 });
 
+test('a reconcile that fails again does not count as clean: a changed lease is still written whole', async (t) => {
+  const clock = new ManualClock();
+  const refused: string[] = [];
+  t.after(subscribe('kernel.write', (m) => void (m.ok || refused.push(`${m.kind} ${m.op}`))));
+  const { nl, events } = start(t, [lease(2)], { clock });
+  await clock.advance(10);
+  // A new VtepMAC whose FDB entry the kernel refuses, then refuses again in the reconcile that
+  // the neighbour taken back out starts.
+  nl.failNext('replaceFdb', 2);
+  events.push([{ type: 'added', lease: lease(2, mac(61)) }]);
+  await clock.advance(1);
+  await clock.advance(10);
+  assert.deepEqual(refused, ['fdb replace', 'fdb replace'], 'refused twice, the second time by a reconcile');
+  assert.ok(!nl.fdbTable.has(`${dev} ${mac(61)}`));
+  const from = nl.writes.length;
+  events.push([{ type: 'added', lease: lease(2, mac(61)) }]);
+  await clock.advance(1);
+  assert.ok(nl.writes.slice(from).includes(`replaceFdb ${dev} ${mac(61)}`));
+  assert.ok(nl.fdbTable.has(`${dev} ${mac(61)}`));
+});
+
 test('an entry another lease wants too is written when its lease changes: the kernel may hold the other form', async (t) => {
   const clock = new ManualClock();
   // Two leases whose programs share a route key (a registry with overlapping leases): 198.18.2.0/24 and its copy.

@@ -98,10 +98,10 @@ export class Reconciler {
   /** Set by a failed kernel write; the run loop then schedules a full reconcile with backoff. */
   #writeFailed = false;
   /**
-   * A write has failed since the last full reconcile that failed nothing: the programs it holds may
-   * not all be in the kernel, so a changed lease is written whole (#held).
+   * #failedWrites when the last full reconcile ended having failed nothing: while it differs, the
+   * programs held may not all be in the kernel, and a changed lease is written whole (#held).
    */
-  #unsettled = false;
+  #failedAtClean = 0;
   readonly #retry: Backoff;
   #retryPending = false;
   #unparsedSeen = false;
@@ -350,12 +350,11 @@ export class Reconciler {
       if (!signal.aborted) {
         this.#log.error({ err }, 'reconcile failed; trying again after a pause');
         this.#writeFailed = true;
-        this.#unsettled = true;
         this.#failedWrites++;
       }
     }
     this.#flush();
-    if (this.#failedWrites === failedBefore && !signal.aborted) this.#unsettled = false;
+    if (this.#failedWrites === failedBefore && !signal.aborted) this.#failedAtClean = this.#failedWrites;
     publish('reconcile', { seconds: (performance.now() - t0) / 1000 });
   }
 
@@ -510,17 +509,16 @@ export class Reconciler {
   }
 
   /**
-   * The entries of changed programs that the kernel already holds as they want: a lease that
-   * changes its public IP changes one FDB entry, and its neighbour and route are not written again
-   * (flanneld writes all three). `put` has what #remove has just written as the desired state
-   * wants it. `before` has the programs held before the batch, which are in the kernel while no
-   * write has failed since the last clean reconcile (#unsettled); what #remove left of them is what
-   * the desired state wants, so an entry of the same key that matches is in place, unless another
-   * program wants that key too (the kernel may hold that one's form).
+   * Adds to `held` (what #remove has just written as the desired state wants it) the entries of
+   * changed programs that the kernel already holds as they want: a lease that changes its public
+   * IP changes one FDB entry, and its neighbour and route are not written again (flanneld writes
+   * all three). `before` has the programs held before the batch, which are in the kernel while no
+   * write has failed since the last clean reconcile (#failedAtClean); what #remove left of them is
+   * what the desired state wants, so an entry of the same key that matches is in place, unless
+   * another program wants that key too (the kernel may hold that one's form).
    */
-  #held(programs: readonly Written[], before: ReadonlyMap<string, KeptProgram | undefined>, put: Held): Held {
-    const held = put;
-    if (this.#unsettled) return held;
+  #held(programs: readonly Written[], before: ReadonlyMap<string, KeptProgram | undefined>, held: Held): Held {
+    if (this.#failedWrites !== this.#failedAtClean) return held;
     for (const w of programs) {
       const old = before.get(w.key);
       if (!old) continue;
@@ -597,7 +595,6 @@ export class Reconciler {
       this.#log.error({ err, subject, detail: errorMessage(err) }, `failed to ${write} ${kind.name}`);
       publish('kernel.write', { kind: kind.name, op: write, ok: false });
       this.#writeFailed = true;
-      this.#unsettled = true;
       this.#failedWrites++;
       return false;
     };
