@@ -42,6 +42,8 @@ const program = (l: Lease): PeerProgram => {
     },
   };
 };
+/** The lease with another public IP. */
+const at = (l: Lease, publicIp: string): Lease => ({ ...l, attrs: { ...l.attrs, publicIp: parseIp(publicIp) } });
 const third = (l: Lease): number => Number(l.subnet.ipv4!.ip.value >> 8n) & 0xff;
 
 type TestContext = { after(fn: () => Promise<void> | void): void };
@@ -251,7 +253,7 @@ test('a VtepMAC claimed at a second address is refused while the established lea
 
 test('one node\'s two leases with one VtepMAC at one address share the FDB entry: removing one keeps it', async (t) => {
   const shared = '0e:00:00:00:00:99';
-  const twin = (n: number): Lease => ({ ...lease(n, shared), attrs: { ...lease(n, shared).attrs, publicIp: parseIp('203.0.113.2') } });
+  const twin = (n: number): Lease => at(lease(n, shared), '203.0.113.2');
   const { nl, events, counts } = start(t, [twin(2), twin(3)]);
   await waitUntil('both are programmed', () => counts().routes === 2);
   assert.equal(nl.fdbTable.size, 1);
@@ -636,7 +638,7 @@ test('a whole refusal counts in every family of a dual-stack scope; a partial on
 
 test('removing one of two peers with identical shared entries writes nothing for what the other still wants as it is', async (t) => {
   const shared = '0e:00:00:00:00:99';
-  const twin = (n: number): Lease => ({ ...lease(n, shared), attrs: { ...lease(n, shared).attrs, publicIp: parseIp('203.0.113.50') } });
+  const twin = (n: number): Lease => at(lease(n, shared), '203.0.113.50');
   const { nl, events, counts } = start(t, [twin(2), twin(3)]);
   await waitUntil('both', () => counts().routes === 2);
   const before = nl.writes.length;
@@ -705,7 +707,7 @@ test('a changed lease writes only the entries that changed: a new public IP is o
   const clock = new ManualClock();
   const { nl, events } = start(t, [lease(2), lease(3)], { clock });
   await clock.advance(10);
-  const moved: Lease = { ...lease(2), attrs: { ...lease(2).attrs, publicIp: parseIp('203.0.113.99') } };
+  const moved: Lease = at(lease(2), '203.0.113.99');
   let from = nl.writes.length;
   events.push([{ type: 'added', lease: moved }]);
   await clock.advance(1);
@@ -731,7 +733,7 @@ test('of a kind with two entries a peer, only the one a change alters is written
   await clock.advance(10);
   assert.equal(counts().routes, 2);
   const from = nl.writes.length;
-  events.push([{ type: 'added', lease: { ...lease(2), attrs: { ...lease(2).attrs, publicIp: parseIp('203.0.113.99') } } }]);
+  events.push([{ type: 'added', lease: at(lease(2), '203.0.113.99') }]);
   await clock.advance(1);
   assert.deepEqual(nl.writes.slice(from).sort(), [`replaceFdb ${dev} ${mac(2)}`, 'replaceRoute 198.18.102.0/24'].sort());
   assert.equal(formatIp(nl.routeTable.get('198.18.102.0/24')!.gateway!), '203.0.113.99');
@@ -754,7 +756,7 @@ test('after a failed write, until a clean reconcile, a changed lease is written 
   // Once a reconcile has found the kernel in line, a change writes only what it alters again.
   await clock.advance(60_000);
   from = nl.writes.length;
-  events.push([{ type: 'added', lease: { ...lease(2, mac(60)), attrs: { ...lease(2, mac(60)).attrs, publicIp: parseIp('203.0.113.98') } } }]);
+  events.push([{ type: 'added', lease: at(lease(2, mac(60)), '203.0.113.98') }]);
   await clock.advance(1);
   assert.deepEqual(nl.writes.slice(from), [`replaceFdb ${dev} ${mac(60)}`]);
 });
@@ -944,7 +946,7 @@ test('a write that fails in the first pass is retried after the backoff, with no
 });
 
 test('a public IP inside an established lease\'s subnet is refused; programmed once that lease is gone', async (t) => {
-  const inside: Lease = { ...lease(4), attrs: { ...lease(4).attrs, publicIp: parseIp('198.18.2.77') }, created: 9 };
+  const inside: Lease = { ...at(lease(4), '198.18.2.77'), created: 9 };
   const { nl, events, counts, reconciler } = start(t, [inside, { ...lease(2), created: 3 }, lease(3)]);
   await waitUntil('the established leases are programmed', () => counts().routes === 2);
   assert.equal(nl.routeTable.has('198.18.4.0/24'), false);
