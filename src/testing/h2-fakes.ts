@@ -21,8 +21,8 @@ async function listen(t: After, server: ReturnType<typeof createServer> | Return
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-/** A gRPC relay to `target` (an h2c etcd endpoint); `before(path)` runs before each call goes on. */
-export async function startGrpcRelay(t: After, target: string, before: (path: string) => Promise<void> | void): Promise<string> {
+/** A gRPC relay to `target` (an h2c etcd endpoint); `before(path, stream)` runs before each call goes on. */
+export async function startGrpcRelay(t: After, target: string, before: (path: string, stream: ServerHttp2Stream) => Promise<void> | void): Promise<string> {
   const upstream = connect(target);
   upstream.on('error', () => undefined);
   t.after(() => void upstream.destroy());
@@ -31,7 +31,7 @@ export async function startGrpcRelay(t: After, target: string, before: (path: st
     down.on('error', () => undefined);
     const path = String(headers[':path']);
     void (async () => {
-      await before(path);
+      await before(path, down);
       const forwarded = Object.fromEntries(Object.entries(headers).filter(([k]) => !k.startsWith(':') || k === ':path' || k === ':method'));
       const up = upstream.request(forwarded);
       up.on('error', () => down.close());

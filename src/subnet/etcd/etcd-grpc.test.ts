@@ -1,4 +1,5 @@
 /** The gRPC client against real etcd: TLS, certificate and token auth, endpoint forms, failover, watch liveness. */
+import type { ServerHttp2Stream } from 'node:http2';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EtcdGrpc } from './etcd-grpc.js';
@@ -12,6 +13,7 @@ import { isWeftError } from '../../core/errors.js';
 import { recordingLogger } from '../../testing/recording-logger.js';
 import { startTcpProxy } from '../../testing/tcp-proxy.js';
 import { startGrpcRelay, startH2Server, startSilentPort } from '../../testing/h2-fakes.js';
+import { waitUntil } from '../../testing/wait.js';
 import { delay } from '../../core/abort.js';
 
 const t5 = () => AbortSignal.timeout(5000);
@@ -335,4 +337,53 @@ test('a watch on a half-open connection ends within two keepalive intervals, and
   assert.ok(log.lines.some((l) => l.msg === 'etcd endpoint failed; trying the next one' && /PING|progress request/.test(String(l['reason']))));
   // The frozen endpoint is left: the next call goes to the sound one at once, within its deadline.
   assert.equal((await client.range('/half/a', { signal: AbortSignal.timeout(2000) })).kvs[0]?.value, '1');
+});
+
+test('watches on an endpoint a call found failed follow the client to the next one, from the revision after the last delivered, and do not end', { timeout: 60_000 }, async (t) => {
+  await using etcd = await startEtcd();
+  // A member that lost its leader: calls answered `unavailable` at once, its watches kept open.
+  let leaderless = false;
+  const watches = new Set<ServerHttp2Stream>();
+  const sessions = new Set<unknown>();
+  const relay = await startGrpcRelay(t, etcd.endpoint, (path, stream) => {
+    const session = stream.session;
+    if (session && !sessions.has(session)) {
+      sessions.add(session);
+      session.on('close', () => sessions.delete(session));
+    }
+    if (path === EtcdMethods.watch) {
+      watches.add(stream);
+      stream.on('close', () => watches.delete(stream));
+      return undefined;
+    }
+    if (!leaderless) return undefined;
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '14', 'grpc-message': 'etcdserver: no leader' }, { endStream: true });
+    return new Promise<void>(() => undefined);
+  });
+  const log = recordingLogger();
+  const client = new EtcdGrpc({ endpoints: [relay, etcd.endpoint], log });
+  t.after(() => client.close());
+  const first = await client.put('/follow/a', '1', t5());
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const events: string[] = [];
+  let ended: unknown;
+  const watching = (async () => {
+    for await (const b of client.watch('/follow/', { prefix: true, startRevision: first, signal: ctl.signal })) for (const e of b.events) events.push(`${e.type} ${e.kv.key} ${e.kv.value}`);
+  })();
+  watching.then(() => (ended = 'returned'), (err: unknown) => (ended = err));
+  await etcd.admin.put('/follow/b', '2', t5());
+  await etcd.admin.deleteRange('/follow/a', { signal: t5() });
+  await waitUntil('three events through the relay', () => events.length === 3, 10_000);
+  assert.equal(watches.size, 1, 'the watch is on the relay');
+  leaderless = true;
+  assert.equal((await client.range('/follow/b', { signal: t5() })).kvs[0]?.value, '2', 'the call went on to the next endpoint');
+  await waitUntil('the watch left the relay', () => watches.size === 0, 10_000);
+  await waitUntil('the client closed its connection to the relay', () => sessions.size === 0, 10_000);
+  await etcd.admin.put('/follow/c', '3', t5());
+  // A watch opened again replays in revision order: whatever it repeated comes before this.
+  await waitUntil('the event after the move', () => events.includes('PUT /follow/c 3'), 10_000);
+  assert.deepEqual(events, ['PUT /follow/a 1', 'PUT /follow/b 2', 'DELETE /follow/a ', 'PUT /follow/c 3'], 'nothing lost, nothing delivered twice');
+  assert.equal(ended, undefined, 'the watch goes on: its caller need not list again');
+  assert.ok(log.lines.some((l) => l.msg === 'etcd watch follows the client off a failed endpoint' && l['fromRevision'] === first + 3));
 });

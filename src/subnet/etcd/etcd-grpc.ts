@@ -16,7 +16,9 @@
  *   cancels the watches it serves, and the client moves to the next endpoint.
  * - Failover: a call that cannot connect, gets no answer within its deadline, or gets
  *   `unavailable` goes to the next endpoint, each once, and sticks with the one that answered. A
- *   watch that breaks moves the client on too (the caller lists again and watches anew).
+ *   watch that breaks moves the client on too (the caller lists again and watches anew). Watches
+ *   on an endpoint a call found failed follow the client: opened again elsewhere from the revision
+ *   after the last they delivered, with no listing, so the client keeps one connection.
  * - Auth: with a username, a token from Authenticate goes in the `token` metadata; a rejected one
  *   (expired, or from before an auth change) is renewed once per call, by one Authenticate however
  *   many calls found it rejected. An etcd without auth takes no token (as clientv3). With a client
@@ -85,7 +87,7 @@ export class EtcdGrpc implements EtcdClient {
    * Open watches, by the connection each is on, and when a watch on that connection last heard
    * from etcd (ms since the epoch): one progress request speaks for all the watches of a member.
    */
-  readonly #watches = new Map<Connection, { heard: number; open: number }>();
+  readonly #watches = new Map<Connection, { heard: number; open: number; readonly leave: Set<AbortController> }>();
 
   constructor(options: EtcdGrpcOptions) {
     if (options.endpoints.length === 0) throw new WeftError(ErrorCodes.CONFIG, 'no etcd endpoints given');
@@ -182,57 +184,93 @@ export class EtcdGrpc implements EtcdClient {
 
   async *watch(key: string, options: { prefix?: boolean; startRevision: number; signal: AbortSignal }): AsyncGenerator<WatchBatch> {
     const { signal } = options;
-    const create = msg.encodeWatchCreate({ key, ...(options.prefix ? { rangeEnd: prefixRangeEnd(key) } : {}), startRevision: options.startRevision });
-    // Ends the watch's stream when a progress request goes unanswered.
-    const watchdog = new AbortController();
-    // Opening (up to etcd's answer to the create request) fails over as a unary call does; after
-    // that, a break ends the watch and the caller lists again.
-    const { call, first } = await this.#failover(msg.EtcdMethods.watch, signal, key, async (index, deadline, token) => {
-      const opened = this.#connections.call(index, msg.EtcdMethods.watch, create, AbortSignal.any([deadline, watchdog.signal]), { stream: true, ...token });
-      try {
-        const it = opened.messages[Symbol.asyncIterator]();
-        const head = await it.next();
-        if (head.done) throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd at ${this.#endpoints[index]!.shown} ended the watch before creating it`);
-        const res = msg.decodeWatchResponse(head.value);
-        // A watch etcd will not create (no rights, an expired token) is refused as a call is.
-        if (res.canceled && res.compactRevision === 0) throw cancelError(res.cancelReason, this.#endpoints[index]!);
-        return { call: { ...opened, it }, first: res };
-      } catch (err) {
-        opened.close();
-        throw err;
-      }
-    });
-    const connection = call.connection;
-    const heard = this.#watches.get(connection) ?? { heard: Date.now(), open: 0 };
-    heard.open++;
-    heard.heard = Date.now();
-    this.#watches.set(connection, heard);
-    const idle = this.#watchIdle(heard, call.send, watchdog, connection);
-    try {
-      let res = first;
-      for (;;) {
-        if (res.canceled) {
-          if (res.compactRevision > 0) {
-            throw new WeftError(ErrorCodes.COMPACTED, `watch from revision ${options.startRevision} is compacted (oldest kept: ${res.compactRevision})`);
-          }
-          throw cancelError(res.cancelReason, this.#endpoints[connection.index]!);
+    let from = options.startRevision;
+    // After leaving an endpoint: where to open again (the call that failed there may not have
+    // reached the next one yet, so the client's current endpoint may still be the failed one).
+    let start: number | undefined;
+    for (;;) {
+      const create = msg.encodeWatchCreate({ key, ...(options.prefix ? { rangeEnd: prefixRangeEnd(key) } : {}), startRevision: from });
+      // Ends the watch's stream when a progress request goes unanswered.
+      const watchdog = new AbortController();
+      // Ends it when a call finds its endpoint failed (see #leave).
+      const leave = new AbortController();
+      // Opening (up to etcd's answer to the create request) fails over as a unary call does; after
+      // that, a break ends the watch and the caller lists again.
+      const { call, first } = await this.#failover(msg.EtcdMethods.watch, signal, key, async (index, deadline, token) => {
+        const opened = this.#connections.call(index, msg.EtcdMethods.watch, create, AbortSignal.any([deadline, watchdog.signal, leave.signal]), { stream: true, ...token });
+        try {
+          const it = opened.messages[Symbol.asyncIterator]();
+          const head = await it.next();
+          if (head.done) throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd at ${this.#endpoints[index]!.shown} ended the watch before creating it`);
+          const res = msg.decodeWatchResponse(head.value);
+          // A watch etcd will not create (no rights, an expired token) is refused as a call is.
+          if (res.canceled && res.compactRevision === 0) throw cancelError(res.cancelReason, this.#endpoints[index]!);
+          return { call: { ...opened, it }, first: res };
+        } catch (err) {
+          opened.close();
+          throw err;
         }
-        if (res.events.length > 0) yield { revision: res.revision, events: res.events };
-        const next = await call.it.next();
-        if (next.done) throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd at ${this.#endpoints[connection.index]!.shown} closed the watch stream`);
-        heard.heard = Date.now();
-        res = msg.decodeWatchResponse(next.value);
+      }, start === undefined ? {} : { start });
+      const connection = call.connection;
+      const heard = this.#watches.get(connection) ?? { heard: Date.now(), open: 0, leave: new Set<AbortController>() };
+      heard.open++;
+      heard.heard = Date.now();
+      heard.leave.add(leave);
+      this.#watches.set(connection, heard);
+      const idle = this.#watchIdle(heard, call.send, watchdog, connection);
+      try {
+        let res = first;
+        for (;;) {
+          if (res.canceled) {
+            if (res.compactRevision > 0) {
+              throw new WeftError(ErrorCodes.COMPACTED, `watch from revision ${from} is compacted (oldest kept: ${res.compactRevision})`);
+            }
+            throw cancelError(res.cancelReason, this.#endpoints[connection.index]!);
+          }
+          if (res.events.length > 0) {
+            // etcd never splits one revision's events between responses (without fragmenting,
+            // which weft does not ask for): a watch opened again starts after the last one here.
+            from = res.events[res.events.length - 1]!.kv.modRevision + 1;
+            yield { revision: res.revision, events: res.events };
+          }
+          const next = await call.it.next();
+          if (next.done) throw new WeftError(ErrorCodes.UNAVAILABLE, `etcd at ${this.#endpoints[connection.index]!.shown} closed the watch stream`);
+          heard.heard = Date.now();
+          res = msg.decodeWatchResponse(next.value);
+        }
+      } catch (err) {
+        if (signal.aborted) throw abortReason(signal);
+        if (!leave.signal.aborted) {
+          // The caller lists again and watches anew; from the next endpoint, when this one broke.
+          if (isEndpointFailure(err)) this.#moveOn(connection, err);
+          throw err;
+        }
+        this.#log.info({ endpoint: this.#endpoints[connection.index]!.shown, fromRevision: from }, 'etcd watch follows the client off a failed endpoint');
+        start = this.#current === connection.index ? (connection.index + 1) % this.#endpoints.length : this.#current;
+      } finally {
+        clearInterval(idle);
+        heard.leave.delete(leave);
+        if (--heard.open === 0 && this.#watches.get(connection) === heard) this.#watches.delete(connection);
+        call.close();
       }
-    } catch (err) {
-      if (signal.aborted) throw abortReason(signal);
-      // The caller lists again and watches anew; from the next endpoint, when this one broke.
-      if (isEndpointFailure(err)) this.#moveOn(connection, err);
-      throw err;
-    } finally {
-      clearInterval(idle);
-      if (--heard.open === 0 && this.#watches.get(connection) === heard) this.#watches.delete(connection);
-      call.close();
+      // The last watch gone from the failed endpoint, its connection goes too.
+      if (connection.streams === 0 && this.#connections.get(connection.index) === connection) this.#connections.drop(connection);
     }
+  }
+
+  /**
+   * A call found endpoint `index` failed and went on to another: the watches there follow it, each
+   * opened again on the client's endpoint from the revision after the last it delivered, as
+   * clientv3 resumes a watch on a new connection, so the caller need not list again. Left where
+   * they were, they would keep a second connection open, on a member the client has given up on
+   * (one that lost its leader answers calls `unavailable` at once, but cancels the watches it
+   * serves only after several election timeouts without one, and not if it finds one sooner).
+   */
+  #leave(index: number): void {
+    const c = this.#connections.get(index);
+    const on = c && this.#watches.get(c);
+    if (!on || this.#endpoints.length < 2) return;
+    for (const l of on.leave) l.abort(new WeftError(ErrorCodes.UNAVAILABLE, `etcd at ${this.#endpoints[index]!.shown} failed a call`));
   }
 
   /**
@@ -350,9 +388,11 @@ export class EtcdGrpc implements EtcdClient {
         // A TLS failure says which certificate was offered: often the wrong one is the cause.
         failures.push(endpoint.secure && /ssl|tls|certificate|alert/i.test(errorMessage(err)) ? `${errorMessage(err)} (as ${this.#identity()})` : errorMessage(err));
         this.#failed(index, err);
-        // A failed endpoint's connection is not kept for later, unless a watch still uses it.
+        // A failed endpoint's connection is not kept for later; its watches follow the client and
+        // drop it once they are gone.
         const idle = this.#connections.get(index);
         if (idle && idle.streams === 0) this.#connections.drop(idle);
+        else this.#leave(index);
       } finally {
         clearTimeout(timeout);
       }
