@@ -17,6 +17,7 @@ import { version } from '../core/version.js';
 import type { Io } from './io.js';
 import { runAgent } from './daemon.js';
 import { systemRootsEnv } from './system-roots.js';
+import { onStopSignals } from './stop-signals.js';
 import type * as Cleanup from './cleanup.js';
 import type * as Leases from './leases.js';
 import { createRequire } from 'node:module';
@@ -180,19 +181,11 @@ export async function runProcess(): Promise<void> {
   // Before any TLS connection: OpenSSL reads these when it first needs the default CAs.
   const trust = systemRootsEnv(process.env, readableFile);
   Object.assign(process.env, trust);
-  let restart = false;
-  // The first signal shuts down cleanly; a second one gets the default behaviour (exit at once).
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => ctl.abort());
-  if (process.env['WEFT_ARGV0'] === 'flanneld' || argv[0] === 'agent') {
-    process.once('SIGHUP', () => {
-      restart = true;
-      ctl.abort();
-    });
-  }
+  const restarting = onStopSignals(process, ctl, { restartOnHangup: process.env['WEFT_ARGV0'] === 'flanneld' || argv[0] === 'agent' });
   const io: Io = { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t), signal: ctl.signal, handover };
   const code = await main(argv, process.env, io);
   for (const fd of handover.untaken()) closeSync(fd);
-  if (restart && code === 0) {
+  if (restarting() && code === 0) {
     const passed = handover.outgoing();
     process.stderr.write(`weft: restarting (${process.execPath} ${argv.join(' ')})${passed ? `, handing over ${passed}` : ''}\n`);
     try {
