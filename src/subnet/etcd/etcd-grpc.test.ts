@@ -1,5 +1,4 @@
 /** The gRPC client against real etcd: TLS, certificate and token auth, endpoint forms, failover, watch liveness. */
-import type { ServerHttp2Stream } from 'node:http2';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EtcdGrpc } from './etcd-grpc.js';
@@ -339,51 +338,106 @@ test('a watch on a half-open connection ends within two keepalive intervals, and
   assert.equal((await client.range('/half/a', { signal: AbortSignal.timeout(2000) })).kvs[0]?.value, '1');
 });
 
+/**
+ * A relay to etcd that plays a member: it counts the calls, the watch streams and the client's
+ * connections it serves, and `answer(path)` may have it refuse a call as a member without a
+ * leader does (`unavailable`, at once) or hold it a while before it goes on.
+ */
+interface Member {
+  endpoint: string;
+  readonly calls: string[];
+  readonly watches: Set<unknown>;
+  readonly sessions: Set<unknown>;
+  answer: (path: string) => 'pass' | 'leaderless' | number;
+}
+
+async function member(t: { after(fn: () => unknown): void }, target: string): Promise<Member> {
+  const m: Member = { endpoint: '', calls: [], watches: new Set(), sessions: new Set(), answer: () => 'pass' };
+  m.endpoint = await startGrpcRelay(t, target, async (path, stream) => {
+    const session = stream.session;
+    if (session && !m.sessions.has(session)) {
+      m.sessions.add(session);
+      session.on('close', () => m.sessions.delete(session));
+    }
+    m.calls.push(path);
+    if (path === EtcdMethods.watch) {
+      m.watches.add(stream);
+      stream.on('close', () => m.watches.delete(stream));
+    }
+    const how = m.answer(path);
+    if (typeof how === 'number') await delay(how);
+    if (how !== 'leaderless') return;
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '14', 'grpc-message': 'etcdserver: no leader' }, { endStream: true });
+    await new Promise<void>(() => undefined);
+  });
+  return m;
+}
+
 test('watches on an endpoint a call found failed follow the client to the next one, from the revision after the last delivered, and do not end', { timeout: 60_000 }, async (t) => {
   await using etcd = await startEtcd();
-  // A member that lost its leader: calls answered `unavailable` at once, its watches kept open.
-  let leaderless = false;
-  const watches = new Set<ServerHttp2Stream>();
-  const sessions = new Set<unknown>();
-  const relay = await startGrpcRelay(t, etcd.endpoint, (path, stream) => {
-    const session = stream.session;
-    if (session && !sessions.has(session)) {
-      sessions.add(session);
-      session.on('close', () => sessions.delete(session));
-    }
-    if (path === EtcdMethods.watch) {
-      watches.add(stream);
-      stream.on('close', () => watches.delete(stream));
-      return undefined;
-    }
-    if (!leaderless) return undefined;
-    stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '14', 'grpc-message': 'etcdserver: no leader' }, { endStream: true });
-    return new Promise<void>(() => undefined);
-  });
+  // The first member loses its leader: calls answered `unavailable` at once, its watches kept open.
+  const [a, b] = [await member(t, etcd.endpoint), await member(t, etcd.endpoint)];
   const log = recordingLogger();
-  const client = new EtcdGrpc({ endpoints: [relay, etcd.endpoint], log });
+  const client = new EtcdGrpc({ endpoints: [a.endpoint, b.endpoint], log });
   t.after(() => client.close());
   const first = await client.put('/follow/a', '1', t5());
   const ctl = new AbortController();
   t.after(() => ctl.abort());
-  const events: string[] = [];
-  let ended: unknown;
-  const watching = (async () => {
-    for await (const b of client.watch('/follow/', { prefix: true, startRevision: first, signal: ctl.signal })) for (const e of b.events) events.push(`${e.type} ${e.kv.key} ${e.kv.value}`);
-  })();
-  watching.then(() => (ended = 'returned'), (err: unknown) => (ended = err));
+  const watch = (prefix: string, from: number, hold?: Promise<void>): { events: string[]; ended: () => unknown } => {
+    const events: string[] = [];
+    let ended: unknown;
+    (async () => {
+      for await (const batch of client.watch(prefix, { prefix: true, startRevision: from, signal: ctl.signal })) {
+        for (const e of batch.events) events.push(`${e.type} ${e.kv.key} ${e.kv.value}`);
+        await hold;
+      }
+    })().then(() => (ended = 'returned'), (err: unknown) => (ended = err));
+    return { events, ended: () => ended };
+  };
+  const busy = watch('/follow/', first);
+  // On the same connection: a watch that has delivered nothing when it moves, and one whose
+  // reader still holds a batch (its generator waits at the yield) until after the move.
+  const quiet = watch('/quiet/', first);
+  let letGo: () => void = () => undefined;
+  const held = watch('/held/', first, new Promise<void>((resolve) => (letGo = resolve)));
   await etcd.admin.put('/follow/b', '2', t5());
   await etcd.admin.deleteRange('/follow/a', { signal: t5() });
-  await waitUntil('three events through the relay', () => events.length === 3, 10_000);
-  assert.equal(watches.size, 1, 'the watch is on the relay');
-  leaderless = true;
-  assert.equal((await client.range('/follow/b', { signal: t5() })).kvs[0]?.value, '2', 'the call went on to the next endpoint');
-  await waitUntil('the watch left the relay', () => watches.size === 0, 10_000);
-  await waitUntil('the client closed its connection to the relay', () => sessions.size === 0, 10_000);
+  await etcd.admin.put('/held/1', 'h', t5());
+  await waitUntil('the events through the first member', () => busy.events.length === 3 && held.events.length === 1, 10_000);
+  await waitUntil('the watches on the first member', () => a.watches.size === 3, 10_000);
+  a.answer = () => 'leaderless';
+  assert.equal((await client.range('/follow/b', { signal: t5() })).kvs[0]?.value, '2', 'the call went on to the next member');
+  await waitUntil('the watches left the first member', () => a.watches.size === 0, 10_000);
+  letGo();
+  await waitUntil('the client closed its connection to the first member', () => a.sessions.size === 0, 10_000);
+  await waitUntil('the watches on the second member', () => b.watches.size === 3, 10_000);
   await etcd.admin.put('/follow/c', '3', t5());
-  // A watch opened again replays in revision order: whatever it repeated comes before this.
-  await waitUntil('the event after the move', () => events.includes('PUT /follow/c 3'), 10_000);
-  assert.deepEqual(events, ['PUT /follow/a 1', 'PUT /follow/b 2', 'DELETE /follow/a ', 'PUT /follow/c 3'], 'nothing lost, nothing delivered twice');
-  assert.equal(ended, undefined, 'the watch goes on: its caller need not list again');
+  await etcd.admin.put('/quiet/x', 'q', t5());
+  await etcd.admin.put('/held/2', 'h', t5());
+  // A watch opened again replays in revision order: whatever it repeated comes before these.
+  await waitUntil('the events after the move', () => busy.events.includes('PUT /follow/c 3') && quiet.events.length > 0 && held.events.includes('PUT /held/2 h'), 10_000);
+  assert.deepEqual(busy.events, ['PUT /follow/a 1', 'PUT /follow/b 2', 'DELETE /follow/a ', 'PUT /follow/c 3'], 'nothing lost, nothing delivered twice');
+  assert.deepEqual(quiet.events, ['PUT /quiet/x q']);
+  assert.deepEqual(held.events, ['PUT /held/1 h', 'PUT /held/2 h']);
+  for (const w of [busy, quiet, held]) assert.equal(w.ended(), undefined, 'the watch goes on: its caller need not list again');
   assert.ok(log.lines.some((l) => l.msg === 'etcd watch follows the client off a failed endpoint' && l['fromRevision'] === first + 3));
+});
+
+test('a call answered by a member after another call moved the client on does not bring the client back, and its connection closes', { timeout: 60_000 }, async (t) => {
+  await using etcd = await startEtcd();
+  const [a, b] = [await member(t, etcd.endpoint), await member(t, etcd.endpoint)];
+  const client = new EtcdGrpc({ endpoints: [a.endpoint, b.endpoint] });
+  t.after(() => client.close());
+  await client.put('/late/x', '1', t5());
+  // A read held back by the first member, then a write it refuses.
+  a.answer = (path) => (path === '/etcdserverpb.KV/Range' ? 300 : 'leaderless');
+  const late = client.range('/late/x', { signal: t5() });
+  await waitUntil('the read reached the first member', () => a.calls.includes('/etcdserverpb.KV/Range'), 10_000);
+  await client.put('/late/y', '2', t5());
+  assert.equal((await late).kvs[0]?.value, '1', 'the first member answered the read after the write moved on');
+  const before = a.calls.length;
+  assert.equal((await client.range('/late/y', { signal: t5() })).kvs[0]?.value, '2');
+  assert.equal(a.calls.length, before, 'the next call went to the second member');
+  assert.ok(b.calls.filter((p) => p === '/etcdserverpb.KV/Range').length > 0);
+  await waitUntil('the connection to the first member closed', () => a.sessions.size === 0, 10_000);
 });

@@ -18,7 +18,9 @@
  *   `unavailable` goes to the next endpoint, each once, and sticks with the one that answered. A
  *   watch that breaks moves the client on too (the caller lists again and watches anew). Watches
  *   on an endpoint a call found failed follow the client: opened again elsewhere from the revision
- *   after the last they delivered, with no listing, so the client keeps one connection.
+ *   after the last they delivered, with no listing. A call answered by the old member after the
+ *   client moved does not bring it back, and a connection to an endpoint other than the current
+ *   one closes once nothing uses it: the client keeps one connection.
  * - Auth: with a username, a token from Authenticate goes in the `token` metadata; a rejected one
  *   (expired, or from before an auth change) is renewed once per call, by one Authenticate however
  *   many calls found it rejected. An etcd without auth takes no token (as clientv3). With a client
@@ -87,7 +89,11 @@ export class EtcdGrpc implements EtcdClient {
    * Open watches, by the connection each is on, and when a watch on that connection last heard
    * from etcd (ms since the epoch): one progress request speaks for all the watches of a member.
    */
-  readonly #watches = new Map<Connection, { heard: number; open: number; readonly leave: Set<AbortController> }>();
+  readonly #watches = new Map<Connection, { heard: number; open: number }>();
+  /** Per endpoint, the watches open or being opened there, each ended by aborting its controller (#leave). */
+  readonly #leaving = new Map<number, Set<AbortController>>();
+  /** Counts the client's moves to another endpoint: a call that began before one does not undo it. */
+  #moves = 0;
 
   constructor(options: EtcdGrpcOptions) {
     if (options.endpoints.length === 0) throw new WeftError(ErrorCodes.CONFIG, 'no etcd endpoints given');
@@ -192,11 +198,11 @@ export class EtcdGrpc implements EtcdClient {
       const create = msg.encodeWatchCreate({ key, ...(options.prefix ? { rangeEnd: prefixRangeEnd(key) } : {}), startRevision: from });
       // Ends the watch's stream when a progress request goes unanswered.
       const watchdog = new AbortController();
-      // Ends it when a call finds its endpoint failed (see #leave).
-      const leave = new AbortController();
       // Opening (up to etcd's answer to the create request) fails over as a unary call does; after
       // that, a break ends the watch and the caller lists again.
-      const { call, first } = await this.#failover(msg.EtcdMethods.watch, signal, key, async (index, deadline, token) => {
+      const { call, first, leave } = await this.#failover(msg.EtcdMethods.watch, signal, key, async (index, deadline, token) => {
+        // Ends the stream when a call finds this endpoint failed (#leave), from the moment it is asked for.
+        const leave = this.#track(index, new AbortController());
         const opened = this.#connections.call(index, msg.EtcdMethods.watch, create, AbortSignal.any([deadline, watchdog.signal, leave.signal]), { stream: true, ...token });
         try {
           const it = opened.messages[Symbol.asyncIterator]();
@@ -205,17 +211,19 @@ export class EtcdGrpc implements EtcdClient {
           const res = msg.decodeWatchResponse(head.value);
           // A watch etcd will not create (no rights, an expired token) is refused as a call is.
           if (res.canceled && res.compactRevision === 0) throw cancelError(res.cancelReason, this.#endpoints[index]!);
-          return { call: { ...opened, it }, first: res };
+          return { call: { ...opened, it }, first: res, leave };
         } catch (err) {
+          this.#untrack(index, leave);
           opened.close();
           throw err;
         }
       }, start === undefined ? {} : { start });
       const connection = call.connection;
-      const heard = this.#watches.get(connection) ?? { heard: Date.now(), open: 0, leave: new Set<AbortController>() };
+      // A watch "from now" goes on, wherever it is opened again, from the revision it was created at.
+      if (from === 0 && !first.canceled) from = first.revision + 1;
+      const heard = this.#watches.get(connection) ?? { heard: Date.now(), open: 0 };
       heard.open++;
       heard.heard = Date.now();
-      heard.leave.add(leave);
       this.#watches.set(connection, heard);
       const idle = this.#watchIdle(heard, call.send, watchdog, connection);
       try {
@@ -230,6 +238,9 @@ export class EtcdGrpc implements EtcdClient {
           if (res.events.length > 0) {
             // etcd never splits one revision's events between responses (without fragmenting,
             // which weft does not ask for): a watch opened again starts after the last one here.
+            // Not after a progress answer's revision, as clientv3 does: etcd before 3.4.25 and
+            // 3.5.8 could answer one beyond events it had yet to send (etcd issue 15220); a quiet
+            // watch that meets a compaction when it moves lists again instead.
             from = res.events[res.events.length - 1]!.kv.modRevision + 1;
             yield { revision: res.revision, events: res.events };
           }
@@ -249,28 +260,56 @@ export class EtcdGrpc implements EtcdClient {
         start = this.#current === connection.index ? (connection.index + 1) % this.#endpoints.length : this.#current;
       } finally {
         clearInterval(idle);
-        heard.leave.delete(leave);
+        this.#untrack(connection.index, leave);
         if (--heard.open === 0 && this.#watches.get(connection) === heard) this.#watches.delete(connection);
         call.close();
+        this.#release(connection.index);
       }
-      // The last watch gone from the failed endpoint, its connection goes too.
-      if (connection.streams === 0 && this.#connections.get(connection.index) === connection) this.#connections.drop(connection);
     }
   }
 
+  #track(index: number, leave: AbortController): AbortController {
+    let on = this.#leaving.get(index);
+    if (!on) this.#leaving.set(index, (on = new Set()));
+    on.add(leave);
+    return leave;
+  }
+
+  #untrack(index: number, leave: AbortController): void {
+    const on = this.#leaving.get(index);
+    if (on?.delete(leave) && on.size === 0) this.#leaving.delete(index);
+  }
+
   /**
-   * A call found endpoint `index` failed and went on to another: the watches there follow it, each
-   * opened again on the client's endpoint from the revision after the last it delivered, as
-   * clientv3 resumes a watch on a new connection, so the caller need not list again. Left where
-   * they were, they would keep a second connection open, on a member the client has given up on
-   * (one that lost its leader answers calls `unavailable` at once, but cancels the watches it
-   * serves only after several election timeouts without one, and not if it finds one sooner).
+   * A call found endpoint `index` failed and went on to another: the watches there (or being
+   * opened there) follow it, each opened again on the client's endpoint from the revision after the
+   * last it delivered, as clientv3 resumes a watch on a new connection, so the caller need not list
+   * again. Left where they were, they would keep a second connection open, on a member the client
+   * has given up on (one that lost its leader answers calls `unavailable` at once, but cancels the
+   * watches it serves only after several election timeouts without one, and not if it finds one
+   * sooner).
    */
   #leave(index: number): void {
+    if (this.#endpoints.length < 2) return;
+    for (const l of this.#leaving.get(index) ?? []) l.abort(new WeftError(ErrorCodes.UNAVAILABLE, `etcd at ${this.#endpoints[index]!.shown} failed a call`));
+  }
+
+  /**
+   * Endpoint `index` answered a call that began at `start`: the client sticks with it, unless the
+   * call went there on its first try while another call moved the client on (an answer that left
+   * before the failure must not bring the calls back to a member the watches have just left).
+   */
+  #answered(index: number, start: number, moves: number): void {
+    const was = this.#current;
+    if (index !== start || this.#moves === moves) this.#current = index;
+    this.#release(index);
+    if (was !== this.#current) this.#release(was);
+  }
+
+  /** A connection to an endpoint other than the current one is not kept once nothing uses it. */
+  #release(index: number): void {
     const c = this.#connections.get(index);
-    const on = c && this.#watches.get(c);
-    if (!on || this.#endpoints.length < 2) return;
-    for (const l of on.leave) l.abort(new WeftError(ErrorCodes.UNAVAILABLE, `etcd at ${this.#endpoints[index]!.shown} failed a call`));
+    if (c && c.streams === 0 && index !== this.#current) this.#connections.drop(c);
   }
 
   /**
@@ -349,6 +388,7 @@ export class EtcdGrpc implements EtcdClient {
     const auth = !how.tokenless && this.#credentials !== undefined;
     // The endpoints are tried from where this call began, whatever other calls do meanwhile.
     const start = how.start ?? this.#current;
+    const moves = this.#moves;
     if (auth && this.#token === undefined) await this.#authenticate(signal, start, undefined);
     const failures: string[] = [];
     let lastError: unknown;
@@ -364,7 +404,7 @@ export class EtcdGrpc implements EtcdClient {
       try {
         const result = await attempt(index, deadline, typeof used === 'string' ? { token: used } : {});
         this.#reached(index);
-        this.#current = index;
+        this.#answered(index, start, moves);
         return result;
       } catch (caught) {
         if (signal.aborted) throw abortReason(signal);
@@ -379,7 +419,7 @@ export class EtcdGrpc implements EtcdClient {
           continue;
         }
         if (!isEndpointFailure(err)) {
-          this.#current = index;
+          this.#answered(index, start, moves);
           this.#lastAnswer = Date.now();
           publish('registry.error', { code: errorCode(err) });
           throw this.#explained(err, method, key, endpoint);
@@ -388,6 +428,7 @@ export class EtcdGrpc implements EtcdClient {
         // A TLS failure says which certificate was offered: often the wrong one is the cause.
         failures.push(endpoint.secure && /ssl|tls|certificate|alert/i.test(errorMessage(err)) ? `${errorMessage(err)} (as ${this.#identity()})` : errorMessage(err));
         this.#failed(index, err);
+        this.#moves++;
         // A failed endpoint's connection is not kept for later; its watches follow the client and
         // drop it once they are gone.
         const idle = this.#connections.get(index);
@@ -477,7 +518,10 @@ export class EtcdGrpc implements EtcdClient {
   #moveOn(c: Connection, err: unknown): void {
     this.#failed(c.index, err);
     if (this.#endpoints.length < 2) return;
-    if (this.#current === c.index) this.#current = (c.index + 1) % this.#endpoints.length;
+    if (this.#current === c.index) {
+      this.#current = (c.index + 1) % this.#endpoints.length;
+      this.#moves++;
+    }
     this.#connections.drop(c, err instanceof Error ? err : undefined);
   }
 
