@@ -13,6 +13,7 @@ function agent(restartOnHangup = true): { ctl: AbortController; restarting: () =
 test('SIGTERM or SIGINT stops once; a second one finds no handler and gets the default (exit at once)', () => {
   for (const sig of ['SIGTERM', 'SIGINT']) {
     const a = agent();
+    assert.equal(a.restarting(), false, 'no restart before any signal: an agent that ends by itself exits');
     assert.equal(a.send(sig), true);
     assert.equal(a.ctl.signal.aborted, true);
     assert.equal(a.restarting(), false);

@@ -405,7 +405,9 @@ test('watches on an endpoint a call found failed follow the client to the next o
   await etcd.admin.put('/held/1', 'h', t5());
   await waitUntil('the events through the first member', () => busy.events.length === 3 && held.events.length === 1, 10_000);
   await waitUntil('the watches on the first member', () => a.watches.size === 3, 10_000);
-  a.answer = () => 'leaderless';
+  // Its watches it would still serve (as a member that has found a leader again by then does):
+  // they must go where the client went, not back to where they were.
+  a.answer = (path) => (path === EtcdMethods.watch ? 'pass' : 'leaderless');
   assert.equal((await client.range('/follow/b', { signal: t5() })).kvs[0]?.value, '2', 'the call went on to the next member');
   await waitUntil('the watches left the first member', () => a.watches.size === 0, 10_000);
   letGo();
@@ -440,4 +442,33 @@ test('a call answered by a member after another call moved the client on does no
   assert.equal(a.calls.length, before, 'the next call went to the second member');
   assert.ok(b.calls.filter((p) => p === '/etcdserverpb.KV/Range').length > 0);
   await waitUntil('the connection to the first member closed', () => a.sessions.size === 0, 10_000);
+});
+
+test('a watch "from now" that moves before its first event goes on from the revision it was created at', { timeout: 60_000 }, async (t) => {
+  await using etcd = await startEtcd();
+  const [a, b] = [await member(t, etcd.endpoint), await member(t, etcd.endpoint)];
+  const client = new EtcdGrpc({ endpoints: [a.endpoint, b.endpoint] });
+  t.after(() => client.close());
+  await client.put('/now/before', '0', t5());
+  const ctl = new AbortController();
+  t.after(() => ctl.abort());
+  const events: string[] = [];
+  void (async () => {
+    for await (const batch of client.watch('/now/', { prefix: true, startRevision: 0, signal: ctl.signal })) for (const e of batch.events) events.push(e.kv.key);
+  })().catch(() => undefined);
+  await waitUntil('the watch on the first member', () => a.watches.size === 1, 10_000);
+  // The second member is slow to open the watch again: a write lands while no watch is open.
+  let written: Promise<number> | undefined;
+  b.answer = (path) => {
+    if (path !== EtcdMethods.watch) return 'pass';
+    written ??= etcd.admin.put('/now/between', '1', t5());
+    return 300;
+  };
+  a.answer = () => 'leaderless';
+  await client.range('/now/before', { signal: t5() });
+  await waitUntil('the watch on the second member', () => b.watches.size === 1, 10_000);
+  await written;
+  await etcd.admin.put('/now/after', '2', t5());
+  await waitUntil('the write after the move', () => events.includes('/now/after'), 10_000);
+  assert.deepEqual(events, ['/now/between', '/now/after'], 'the write made while the watch moved is not lost, and nothing before the watch is delivered');
 });

@@ -433,7 +433,7 @@ export class EtcdGrpc implements EtcdClient {
         // drop it once they are gone.
         const idle = this.#connections.get(index);
         if (idle && idle.streams === 0) this.#connections.drop(idle);
-        else this.#leave(index);
+        this.#leave(index);
       } finally {
         clearTimeout(timeout);
       }
