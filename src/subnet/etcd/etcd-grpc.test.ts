@@ -373,13 +373,19 @@ async function member(t: { after(fn: () => unknown): void }, target: string): Pr
   return m;
 }
 
+/** Two members in front of one etcd, and a client that knows them in that order. */
+async function twoMembers(t: { after(fn: () => unknown): void }, target: string, log?: ReturnType<typeof recordingLogger>): Promise<{ a: Member; b: Member; client: EtcdGrpc }> {
+  const [a, b] = [await member(t, target), await member(t, target)];
+  const client = new EtcdGrpc({ endpoints: [a.endpoint, b.endpoint], ...(log ? { log } : {}) });
+  t.after(() => client.close());
+  return { a, b, client };
+}
+
 test('watches on an endpoint a call found failed follow the client to the next one, from the revision after the last delivered, and do not end', { timeout: 60_000 }, async (t) => {
   await using etcd = await startEtcd();
   // The first member loses its leader: calls answered `unavailable` at once, its watches kept open.
-  const [a, b] = [await member(t, etcd.endpoint), await member(t, etcd.endpoint)];
   const log = recordingLogger();
-  const client = new EtcdGrpc({ endpoints: [a.endpoint, b.endpoint], log });
-  t.after(() => client.close());
+  const { a, b, client } = await twoMembers(t, etcd.endpoint, log);
   const first = await client.put('/follow/a', '1', t5());
   const ctl = new AbortController();
   t.after(() => ctl.abort());
@@ -427,9 +433,7 @@ test('watches on an endpoint a call found failed follow the client to the next o
 
 test('a call answered by a member after another call moved the client on does not bring the client back, and its connection closes', { timeout: 60_000 }, async (t) => {
   await using etcd = await startEtcd();
-  const [a, b] = [await member(t, etcd.endpoint), await member(t, etcd.endpoint)];
-  const client = new EtcdGrpc({ endpoints: [a.endpoint, b.endpoint] });
-  t.after(() => client.close());
+  const { a, b, client } = await twoMembers(t, etcd.endpoint);
   await client.put('/late/x', '1', t5());
   // A read held back by the first member, then a write it refuses.
   a.answer = (path) => (path === '/etcdserverpb.KV/Range' ? 300 : 'leaderless');
@@ -446,9 +450,7 @@ test('a call answered by a member after another call moved the client on does no
 
 test('a watch "from now" that moves before its first event goes on from the revision it was created at', { timeout: 60_000 }, async (t) => {
   await using etcd = await startEtcd();
-  const [a, b] = [await member(t, etcd.endpoint), await member(t, etcd.endpoint)];
-  const client = new EtcdGrpc({ endpoints: [a.endpoint, b.endpoint] });
-  t.after(() => client.close());
+  const { a, b, client } = await twoMembers(t, etcd.endpoint);
   await client.put('/now/before', '0', t5());
   const ctl = new AbortController();
   t.after(() => ctl.abort());
