@@ -65,7 +65,7 @@ async function converged(f: KubeFixture, r: Running, what: string): Promise<void
 }
 
 test('the first list comes in pages (resourceVersion=0, limit), the cache keeps only flannel annotations, and changes arrive once', async (t) => {
-  const f = await startKubeFixture(t, { pageCap: 50 });
+  const f = await startKubeFixture(t, { pageCap: 50, watchCache: false });
   addNodes(f, 120);
   const r = start(f);
   await converged(f, r, 'synced');
@@ -131,7 +131,7 @@ for (const [name, fault] of faults) {
 }
 
 test('a continue token that expires mid-list falls back to one unpaged list', async (t) => {
-  const f = await startKubeFixture(t, { pageCap: 2 });
+  const f = await startKubeFixture(t, { pageCap: 2, watchCache: false });
   addNodes(f, 5);
   const log = recordingLogger();
   const client = f.client({ log });
@@ -157,7 +157,7 @@ test('a continue token that expires mid-list falls back to one unpaged list', as
 });
 
 test('pages are asked for one ahead: the next goes out as soon as a page names it, before that page is in', async (t) => {
-  const f = await startKubeFixture(t, { pageCap: 2 });
+  const f = await startKubeFixture(t, { pageCap: 2, watchCache: false });
   addNodes(f, 7);
   const log = recordingLogger();
   const client = f.client({ log });

@@ -87,6 +87,8 @@ export interface ClusterOptions {
     readonly podCidr?: (n: number) => string | readonly string[] | undefined;
     readonly bookmarkMs?: number;
     readonly pageCap?: number;
+    /** False: the API server pages lists from any version too (kube-apiserver's `--watch-cache=false`). */
+    readonly watchCache?: boolean;
     readonly kubeconfigJson?: boolean;
   };
 }
@@ -162,6 +164,7 @@ export class Cluster {
         port: kubePort,
         ...(k.bookmarkMs ? { bookmarkMs: k.bookmarkMs } : {}),
         ...(k.pageCap ? { pageCap: k.pageCap } : {}),
+        ...(k.watchCache === false ? { watchCache: false } : {}),
         ...(k.kubeconfigJson ? { kubeconfigJson: true } : {}),
       });
       await writeFile(join(this.dir, 'net-conf.json'), this.#config);

@@ -1,7 +1,7 @@
 /**
  * The in-test API server as a process, for end-to-end tests whose agents live in namespaces:
  *   node kube-apiserver-main.js <config.json>
- * config: {host, port, certFile, keyFile, clientCaFile?, users, stateFile?, bookmarkMs?, pageCap?}.
+ * config: {host, port, certFile, keyFile, clientCaFile?, users, stateFile?, bookmarkMs?, pageCap?, watchCache?}.
  * Loads `stateFile` if it exists (a restart keeps every object and resourceVersion, as etcd
  * would) and saves it on SIGTERM. Prints `ready` once listening, then takes one JSON command per
  * stdin line and answers `ok[ <JSON>]` or `error <message>`:
@@ -28,6 +28,7 @@ interface Config {
   stateFile?: string;
   bookmarkMs?: number;
   pageCap?: number;
+  watchCache?: boolean;
 }
 
 interface Command {
@@ -51,6 +52,7 @@ const server = new KubeApiServer({
   tls: { cert: readFileSync(config.certFile, 'utf8'), key: readFileSync(config.keyFile, 'utf8'), ...(config.clientCaFile ? { clientCa: readFileSync(config.clientCaFile, 'utf8') } : {}) },
   ...(config.bookmarkMs ? { bookmarkMs: config.bookmarkMs } : {}),
   ...(config.pageCap ? { pageCap: config.pageCap } : {}),
+  ...(config.watchCache === false ? { watchCache: false } : {}),
   ...(state ? { state } : {}),
 });
 await server.listen(config.host, config.port);

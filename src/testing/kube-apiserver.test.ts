@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { connect } from 'node:http2';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -74,6 +75,58 @@ test('kubectl get nodes -o json follows continue pages; get node NAME; over HTTP
   assert.ok(pages.every((p) => p.user === 'client' && p.httpVersion === '2.0'));
   const one = await k.run(['get', 'node', 'n3', '-o', 'json']);
   assert.equal((JSON.parse(one.stdout) as { spec: { podCIDR: string } }).spec.podCIDR, '198.18.3.0/24');
+});
+
+test('kubectl get --raw of a list from any version: whole from the watch cache, as kube-apiserver answers client-go\'s first list; in pages without it', async (t) => {
+  for (const watchCache of [true, false]) {
+    const f = await startKubeFixture(t, { watchCache });
+    for (let i = 1; i <= 5; i++) f.server.createNode(`n${i}`);
+    const out = await (await kubectl(t, f, 'agent')).run(['get', '--raw', '/api/v1/nodes?limit=2&resourceVersion=0']);
+    assert.equal(out.code, 0, out.stderr);
+    const list = JSON.parse(out.stdout) as { kind: string; metadata: { continue?: string }; items: Array<{ metadata: { name: string } }> };
+    assert.equal(list.kind, 'NodeList');
+    assert.deepEqual(list.items.map((n) => n.metadata.name), watchCache ? ['n1', 'n2', 'n3', 'n4', 'n5'] : ['n1', 'n2']);
+    assert.equal(list.metadata.continue !== undefined, !watchCache);
+  }
+});
+
+test('a list larger than an HTTP/2 session may buffer is written as the client takes it: a request on the same connection is answered while the list is held back', async (t) => {
+  const f = await startKubeFixture(t);
+  // 3000 Nodes of 4 kB: 12 MB of list, over Node's 10 MB default for a session's buffers.
+  const big = 'x'.repeat(4000);
+  f.server.putNodes(Array.from({ length: 3000 }, (_, i) => ({ metadata: { name: `n${i}`, annotations: { big } }, spec: {}, status: {} })));
+  const session = connect(f.url, { ca: await f.ca.read(f.ca.caFile) });
+  const headers = { authorization: 'Bearer agent-token-1' };
+  const list = session.request({ ':path': '/api/v1/nodes?limit=500&resourceVersion=0', ...headers });
+  const chunks: Buffer[] = [];
+  await new Promise<void>((resolve) =>
+    list.once('data', (d: Buffer) => {
+      chunks.push(d);
+      list.pause();
+      resolve();
+    }),
+  );
+  const get = session.request({ ':path': '/api/v1/nodes/n7', ...headers });
+  const [status, body] = await new Promise<[number, string]>((resolve, reject) => {
+    let text = '';
+    let code = 0;
+    get.on('response', (h) => {
+      code = Number(h[':status']);
+    });
+    get.on('data', (d: Buffer) => {
+      text += d.toString();
+    });
+    get.on('end', () => resolve([code, text]));
+    get.on('error', reject);
+  });
+  assert.equal(status, 200);
+  assert.equal((JSON.parse(body) as { metadata: { name: string } }).metadata.name, 'n7');
+  list.on('data', (d: Buffer) => chunks.push(d));
+  list.resume();
+  await new Promise((resolve) => list.once('end', resolve));
+  session.close();
+  const items = (JSON.parse(Buffer.concat(chunks).toString()) as { items: unknown[] }).items;
+  assert.equal(items.length, 3000);
 });
 
 test('kubectl get nodes --watch sees the list, then each change', async (t) => {

@@ -8,9 +8,11 @@
  *   policy agent reads) or admins (everything); 403 otherwise;
  * - Nodes, Namespaces, Pods and NetworkPolicies (kube-resources.ts), in one store with one
  *   resourceVersion (kube-store.ts): list (pages, continue, resourceVersion, labelSelector,
- *   fieldSelector), get, watch (history replay, bookmarks, timeoutSeconds, 410 Expired, objects
- *   moving in and out of the selectors), and for admins create, update, patch (strategic merge or
- *   JSON merge) and delete (kube-rest.ts), with kube-apiserver's defaulting and validation;
+ *   fieldSelector; from any version answered whole, as a watch cache does, and written item by
+ *   item as kube-apiserver streams a list), get, watch (history replay, bookmarks,
+ *   timeoutSeconds, 410 Expired, objects moving in and out of the selectors), and for admins
+ *   create, update, patch (strategic merge or JSON merge) and delete (kube-rest.ts), with
+ *   kube-apiserver's defaulting and validation;
  *   discovery for kubectl (kube-discovery.ts);
  * - faults a test switches on (`inject`), on Nodes unless told another resource: a body cut off
  *   with the connection, a watch stream ended in the middle of an event, part of a body and then
@@ -24,7 +26,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { discovery } from './kube-discovery.js';
 import { type ResourceRoute, type ResourceType, admit, agentMay, apiVersionOf, forbidden, isKubeObject, notFound, route, typeOfKind, verbOf } from './kube-resources.js';
-import { createObject, deleteObject, deleteWithContents, isStatus, listObjects, patchObject, scopeOf, updateObject } from './kube-rest.js';
+import { type ListAnswer, createObject, deleteObject, deleteWithContents, isStatus, listObjects, patchObject, scopeOf, updateObject } from './kube-rest.js';
 import { type KubeNode, type KubeObject, KubeStore, NodeStore, type Scope, type StatusError, type StoreEvent, type StoreState, project } from './kube-store.js';
 
 export type { KubeNode, KubeObject, StoreState } from './kube-store.js';
@@ -54,6 +56,11 @@ export interface ApiServerOptions {
   readonly bookmarkMs?: number;
   /** At most this many items per list page, whatever the client asks for. */
   readonly pageCap?: number;
+  /**
+   * Whether lists from any version (`resourceVersion=0`) come from a watch cache, whole, as
+   * kube-apiserver answers them unless run with `--watch-cache=false`. Default true.
+   */
+  readonly watchCache?: boolean;
   /** State of an earlier instance: the restarted server keeps its objects and resourceVersion. */
   readonly state?: StoreState;
 }
@@ -89,10 +96,12 @@ type Request = Http.IncomingMessage | Http2.Http2ServerRequest;
 /** What the server uses of an HTTP/1.1 or HTTP/2 compatibility response. */
 interface Response {
   writeHead(status: number, headers: Record<string, string | number>): unknown;
-  write(chunk: string | Uint8Array, callback?: () => void): unknown;
+  /** False once the response holds more than it may buffer: wait for 'drain'. */
+  write(chunk: string | Uint8Array, callback?: () => void): boolean;
   end(chunk: string | Uint8Array, callback?: () => void): unknown;
   end(): unknown;
-  on(event: 'close', listener: () => void): unknown;
+  on(event: 'close' | 'drain', listener: () => void): unknown;
+  off(event: 'close' | 'drain', listener: () => void): unknown;
   flushHeaders?(): void;
   readonly socket: unknown;
   readonly stream?: Http2.ServerHttp2Stream;
@@ -299,7 +308,10 @@ export class KubeApiServer {
     if (!verb) return sendStatus(res, { code: 405, reason: 'MethodNotAllowed', message: `${method} is not supported` });
     if (!user.admin && !agentMay(r, verb)) return sendStatus(res, forbidden(user.name, verb, r));
     if (verb === 'watch') return this.#watch(r, q, res);
-    if (verb === 'list') return this.#answer(res, 'list', r, () => listObjects(this.objects, r, q, this.#options.pageCap));
+    if (verb === 'list') {
+      const { pageCap, watchCache = true } = this.#options;
+      return this.#answer(res, 'list', r, () => listObjects(this.objects, r, q, { watchCache, ...(pageCap ? { pageCap } : {}) }));
+    }
     if (verb === 'get') return this.#answer(res, 'get', r, () => this.objects.get(r.type.kind, r.namespace ?? '', r.name!) ?? notFound(r.type, r.name!));
     const text = await readBody(req);
     const dryRun = q.get('dryRun') === 'All';
@@ -337,6 +349,7 @@ export class KubeApiServer {
     if (fault && fault.kind !== 'cut' && fault.kind !== 'stall') return sendStatus(res, faultStatus(fault), fault.kind === 'throttle' ? { 'retry-after': String(fault.retryAfterS ?? 1) } : {});
     const value = make();
     if (isStatus(value)) return sendStatus(res, value);
+    if (!fault && isListAnswer(value)) return void writeList(res, code, value);
     const text = JSON.stringify(value);
     if (!fault) return send(res, code, text);
     // The full length is announced, part of the body sent, then the connection closes (cut) or
@@ -435,6 +448,47 @@ function send(res: Response, code: number, value: unknown, headers: Record<strin
   const text = typeof value === 'string' ? value : JSON.stringify(value);
   res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
+}
+
+function isListAnswer(v: unknown): v is ListAnswer {
+  return typeof v === 'object' && v !== null && typeof (v as ListAnswer).kind === 'string' && (v as ListAnswer).kind.endsWith('List') && Array.isArray((v as ListAnswer).items);
+}
+
+/**
+ * A list as kube-apiserver writes one since 1.33 (streaming JSON list encoding): the envelope, then
+ * the items as they are encoded, in pieces of about 64 kB, each after the client's flow control
+ * has taken the last. Encoded and written whole, a 5000-Node list (14 MB) held the server's one
+ * thread while it was encoded and went over Node's memory limit for an HTTP/2 session, which then
+ * refused the client's next request on the connection (ENHANCE_YOUR_CALM).
+ */
+async function writeList(res: Response, code: number, list: ListAnswer): Promise<void> {
+  const { items, ...envelope } = list;
+  res.writeHead(code, { 'content-type': 'application/json' });
+  let closed = false;
+  res.on('close', () => {
+    closed = true;
+  });
+  let piece = `${JSON.stringify(envelope).slice(0, -1)},"items":[`;
+  for (let i = 0; i < items.length && !closed; i++) {
+    piece += (i === 0 ? '' : ',') + JSON.stringify(items[i]);
+    if (piece.length < 65_536) continue;
+    const more = res.write(piece);
+    piece = '';
+    if (!more) await drained(res);
+  }
+  if (!closed) res.end(`${piece}]}`);
+}
+
+function drained(res: Response): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
 }
 
 function sendBytes(res: Response, contentType: string, bytes: Uint8Array): void {

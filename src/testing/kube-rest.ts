@@ -6,7 +6,7 @@
  * faults, watches) is kube-apiserver.ts. Pure.
  */
 import { type ResourceRoute, type ResourceType, admit, apiVersionOf, isKubeObject, notFound, qualifiedName, resourceTypes, selectorFilter } from './kube-resources.js';
-import type { KubeObject, KubeStore, Scope, StatusError } from './kube-store.js';
+import type { KubeObject, KubeStore, ListQuery, Scope, StatusError } from './kube-store.js';
 import { isObject, mergePatch } from './merge-patch.js';
 import { strategicMerge } from './strategic-merge.js';
 
@@ -23,14 +23,18 @@ export function scopeOf(r: ResourceRoute, q: URLSearchParams): Scope | StatusErr
   }
 }
 
-export function listObjects(store: KubeStore, r: ResourceRoute, q: URLSearchParams, pageCap?: number): unknown {
+/** A list answer: its items are objects without kind and apiVersion, as in a List. */
+export interface ListAnswer {
+  readonly kind: string;
+  readonly apiVersion: string;
+  readonly metadata: Record<string, unknown>;
+  readonly items: readonly KubeObject[];
+}
+
+export function listObjects(store: KubeStore, r: ResourceRoute, q: URLSearchParams, server: Pick<ListQuery, 'pageCap' | 'watchCache'> = {}): ListAnswer | StatusError {
   const scope = scopeOf(r, q);
   if (isStatus(scope)) return scope;
-  const result = store.list(
-    r.type.kind,
-    { resourceVersion: q.get('resourceVersion'), limit: Number(q.get('limit') ?? 0), continue: q.get('continue'), ...(pageCap ? { pageCap } : {}) },
-    scope,
-  );
+  const result = store.list(r.type.kind, { resourceVersion: q.get('resourceVersion'), limit: Number(q.get('limit') ?? 0), continue: q.get('continue'), ...server }, scope);
   if ('code' in result) return result;
   const metadata = { resourceVersion: result.resourceVersion, ...(result.continue ? { continue: result.continue, remainingItemCount: result.remainingItemCount } : {}) };
   return { kind: `${r.type.kind}List`, apiVersion: apiVersionOf(r.type), metadata, items: result.items.map(stripKind) };

@@ -38,6 +38,16 @@ test('a server may return fewer items than the limit (pageCap), and no limit mea
   assert.equal(ok(store.list({ resourceVersion: '0' })).items.length, 5);
 });
 
+test('from a watch cache a list from any version comes whole, its limit ignored; lists from the latest or a given version are still paged', () => {
+  const store = filled(5);
+  const cached = ok(store.list({ resourceVersion: '0', limit: 2, watchCache: true }));
+  assert.deepEqual([cached.items.length, cached.continue, cached.remainingItemCount], [5, undefined, undefined]);
+  assert.equal(ok(store.list({ resourceVersion: '0', limit: 2, pageCap: 1, watchCache: true })).items.length, 5);
+  assert.equal(ok(store.list({ resourceVersion: '0', limit: 2 })).items.length, 2, '--watch-cache=false: pages');
+  assert.equal(ok(store.list({ resourceVersion: '', limit: 2, watchCache: true })).items.length, 2);
+  assert.equal(ok(store.list({ resourceVersion: String(store.resourceVersion), limit: 2, watchCache: true })).items.length, 2);
+});
+
 test('an expired continue token is 410 Expired; continue with a resourceVersion and a future resourceVersion are refused', () => {
   const store = filled(3);
   const first = ok(store.list({ limit: 1 }));

@@ -5,8 +5,9 @@
  *   history is kept until `compact()`;
  * - lists: `resourceVersion` "0" (any), "" (most recent) or "N" (not older than N; newer than the
  *   store → 504 "Too large resource version"); `limit` pages with a `continue` token bound to the
- *   snapshot the first page was read at, 410 Expired once that snapshot is compacted away; items
- *   in etcd's key order (namespace, then name);
+ *   snapshot the first page was read at, 410 Expired once that snapshot is compacted away, except
+ *   that "0" from the watch cache is answered whole; items in etcd's key order (namespace, then
+ *   name);
  * - watches from N replay history after N; N older than the compaction point → 410 Expired;
  * - a watch narrowed by namespace or selectors sees an object that stops matching as DELETED and
  *   one that starts matching as ADDED, as kube-apiserver's watch cache shows them.
@@ -89,6 +90,13 @@ export interface ListQuery {
   readonly continue?: string | null;
   /** A server may return fewer items than asked (kube-apiserver does); tests use it to force pages. */
   readonly pageCap?: number;
+  /**
+   * kube-apiserver's watch cache (on unless `--watch-cache=false`) answers a list from any version
+   * (`resourceVersion=0`) whole: it ignores the limit (cacher.go, computeListLimit: "as of today,
+   * the limit is ignored for requests that set RV == 0"), so client-go's first list of 500-item
+   * pages comes as one response.
+   */
+  readonly watchCache?: boolean;
 }
 
 /** Which objects of a kind a list or watch is about: one namespace, and what its selectors pass. */
@@ -178,7 +186,7 @@ export class KubeStore {
   }
 
   list(kind: string, query: ListQuery, scope: Scope = {}): ListResult | StatusError {
-    const limit = Math.min(query.limit ?? 0, query.pageCap ?? Infinity) || Infinity;
+    const limit = query.watchCache && query.resourceVersion === '0' ? Infinity : Math.min(query.limit ?? 0, query.pageCap ?? Infinity) || Infinity;
     let snapshotRv: number;
     let items: KubeObject[];
     let start = '';

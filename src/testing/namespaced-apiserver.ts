@@ -21,6 +21,7 @@ export interface NamespacedApiServerOptions {
   readonly port: number;
   readonly bookmarkMs?: number;
   readonly pageCap?: number;
+  readonly watchCache?: boolean;
   /** The agents' kubeconfig as JSON instead of YAML (JSON is YAML; the agent then loads no YAML parser). */
   readonly kubeconfigJson?: boolean;
 }
@@ -144,6 +145,7 @@ export class NamespacedApiServer {
         stateFile: join(o.dir, 'apiserver-state.json'),
         ...(o.bookmarkMs ? { bookmarkMs: o.bookmarkMs } : {}),
         ...(o.pageCap ? { pageCap: o.pageCap } : {}),
+        ...(o.watchCache === false ? { watchCache: false } : {}),
       }),
     );
     const config = o.kubeconfigJson
