@@ -97,34 +97,38 @@ test('a list larger than an HTTP/2 session may buffer is written as the client t
   f.server.putNodes(Array.from({ length: 3000 }, (_, i) => ({ metadata: { name: `n${i}`, annotations: { big } }, spec: {}, status: {} })));
   const session = connect(f.url, { ca: await f.ca.read(f.ca.caFile) });
   const headers = { authorization: 'Bearer agent-token-1' };
-  const list = session.request({ ':path': '/api/v1/nodes?limit=500&resourceVersion=0', ...headers });
   const chunks: Buffer[] = [];
-  await new Promise<void>((resolve) =>
-    list.once('data', (d: Buffer) => {
-      chunks.push(d);
-      list.pause();
-      resolve();
-    }),
-  );
-  const get = session.request({ ':path': '/api/v1/nodes/n7', ...headers });
-  const [status, body] = await new Promise<[number, string]>((resolve, reject) => {
-    let text = '';
-    let code = 0;
-    get.on('response', (h) => {
-      code = Number(h[':status']);
+  try {
+    const list = session.request({ ':path': '/api/v1/nodes?limit=500&resourceVersion=0', ...headers });
+    await new Promise<void>((resolve) =>
+      list.once('data', (d: Buffer) => {
+        chunks.push(d);
+        list.pause();
+        resolve();
+      }),
+    );
+    const get = session.request({ ':path': '/api/v1/nodes/n7', ...headers });
+    const [status, body] = await new Promise<[number, string]>((resolve, reject) => {
+      let text = '';
+      let code = 0;
+      get.on('response', (h) => {
+        code = Number(h[':status']);
+      });
+      get.on('data', (d: Buffer) => {
+        text += d.toString();
+      });
+      get.on('end', () => resolve([code, text]));
+      get.on('error', reject);
     });
-    get.on('data', (d: Buffer) => {
-      text += d.toString();
-    });
-    get.on('end', () => resolve([code, text]));
-    get.on('error', reject);
-  });
-  assert.equal(status, 200);
-  assert.equal((JSON.parse(body) as { metadata: { name: string } }).metadata.name, 'n7');
-  list.on('data', (d: Buffer) => chunks.push(d));
-  list.resume();
-  await new Promise((resolve) => list.once('end', resolve));
-  session.close();
+    assert.equal(status, 200);
+    assert.equal((JSON.parse(body) as { metadata: { name: string } }).metadata.name, 'n7');
+    list.on('data', (d: Buffer) => chunks.push(d));
+    list.resume();
+    await new Promise((resolve) => list.once('end', resolve));
+  } finally {
+    // Before the fixture's teardown closes the server under it.
+    session.close();
+  }
   const items = (JSON.parse(Buffer.concat(chunks).toString()) as { items: unknown[] }).items;
   assert.equal(items.length, 3000);
 });
