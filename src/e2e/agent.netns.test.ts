@@ -7,7 +7,7 @@ import { delay } from '../core/abort.js';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { Cluster, type ClusterNode, weftBin } from '../testing/cluster.js';
-import { netnsSkipReason, nsExec } from '../testing/netns.js';
+import { ipJson, netnsSkipReason, nsExec } from '../testing/netns.js';
 import { type Suite, assertFullMesh, clusterRoutes, fdb, leaseKeyOf, neighbours, startCluster, wait } from './cluster-scenarios.js';
 
 const skip = netnsSkipReason();
@@ -63,6 +63,13 @@ for (const suite of suites) {
     await nsExec(n1.ns, 'ip', ['route', 'del', victim]);
     await wait('the route is back', async () => (await clusterRoutes(n1)).join('\n') === before.join('\n'));
     if (suite.backend === 'vxlan') {
+      // Each peer route goes through a nexthop object of its own; the object deleted by hand
+      // takes its route along, with no route notification, and both come back.
+      const objects = async (): Promise<number[]> => (await ipJson<Array<{ nhid?: number }>>(n1.ns, ['-4', 'route', 'show'])).flatMap((r) => (r.nhid === undefined ? [] : [r.nhid])).sort();
+      const ids = await objects();
+      assert.equal(ids.length, 2, 'both peer routes through nexthop objects');
+      await nsExec(n1.ns, 'ip', ['nexthop', 'del', 'id', String(ids[0])]);
+      await wait('the route is back through its object', async () => (await clusterRoutes(n1)).join('\n') === before.join('\n') && (await objects()).join() === ids.join());
       const neigh = (await neighbours(n1))[0]!.split(' ')[0]!;
       const fdbBefore = await fdb(n1);
       await nsExec(n1.ns, 'ip', ['neigh', 'del', neigh, 'dev', 'flannel.1']);
@@ -94,6 +101,7 @@ for (const suite of suites) {
       const n3net = n3dst.split('/')[0]!;
       assert.deepEqual(await neighbours(n1), neighBefore.filter((n) => !n.startsWith(n3net + ' ')), 'only node3\'s neighbour went');
       assert.equal((await fdb(n1)).length, 1);
+      assert.equal((await nsExec(n1.ns, 'ip', ['nexthop', 'show'])).trim().split('\n').length, 1, 'node3\'s nexthop object went with its route');
     }
   });
 

@@ -2,11 +2,13 @@
  * Run inside a test namespace by rtnetlink.netns.test.ts: drives the real adapter through every
  * operation and prints what it observed as JSON. Not part of weft's runtime.
  */
+import { writeFile } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { openNetlinkSocket } from './nl-socket.js';
 import { RtNetlink } from './rtnetlink.js';
 import { formatCidr, parseCidr } from '../ip/cidr.js';
-import type { NetlinkChange } from './netlink.js';
+import { type NetlinkChange, type RouteSpec, nexthopIdOf } from './netlink.js';
+import { NLM_F, RTM, encodeNexthop, encodeRoute } from './rt-codec.js';
 import { parseIp, formatIp } from '../ip/ip.js';
 
 /** The entry a route, neighbour or FDB notification carries, in the form the test expects. */
@@ -14,6 +16,7 @@ function describe(c: NetlinkChange): string[] {
   if (c.kind === 'unparsed') return [`unparsed ${c.type}`];
   if (c.kind === 'overflow') return [`overflow ${c.errno}`];
   const sign = c.deleted ? '-' : '+';
+  if (c.kind === 'route' && !c.entry) return [`route${sign} nexthop`];
   if (c.kind === 'route' && c.entry) return [`route${sign} ${formatCidr(c.entry.dst)} ${c.entry.gateway ? formatIp(c.entry.gateway) : '-'} ${c.entry.type ?? ''} table ${c.entry.table}`];
   if (c.kind === 'neigh' && c.entry) return [`neigh${sign} ${formatIp(c.entry.ip)} ${c.entry.mac ?? '-'}`];
   if (c.kind === 'fdb' && c.entry?.dst) return [`fdb${sign} ${c.entry.mac} ${formatIp(c.entry.dst)}`];
@@ -103,6 +106,42 @@ out['v6'] = {
 await watcher.replaceNeighbour({ index: vx.index, ip: parseIp('198.18.9.0'), mac: '0e:2a:00:00:00:09' });
 await watcher.replaceRoute({ dst: parseCidr('198.18.9.0/24'), gateway: parseIp('198.18.9.0'), index: vx.index, onlink: true });
 await watcher.deleteRoute({ dst: parseCidr('198.18.9.0/24'), gateway: parseIp('198.18.9.0'), index: vx.index, onlink: true });
+// Routes through weft's nexthop objects: one written twice (a replace), listed with its id and
+// the object's gateway and device, and deleted with its object; one left in place for the test to
+// look at with iproute2; and one whose object another program deletes, which takes the route
+// silently as far as routes go: listeners hear a route change without an entry.
+out['nexthops'] = await nl.supportsNexthops();
+const network = parseCidr('198.18.0.0/15');
+const via = (n: number): RouteSpec => {
+  const dst = parseCidr(`198.18.${n}.0/24`);
+  return { dst, gateway: dst.ip, index: vx.index, onlink: true, nexthop: nexthopIdOf(dst, network)! };
+};
+const throughNexthops = async (): Promise<string[]> =>
+  (await nl.routes(4)).filter((r) => r.nexthop !== undefined).map((r) => `${formatCidr(r.dst)} ${r.nexthop} ${r.gateway ? formatIp(r.gateway) : '-'} ${r.index === vx.index} ${r.onlink ? 'onlink' : ''} ${r.protocol}`);
+await nl.replaceRoute(via(5));
+await nl.replaceRoute(via(5));
+out['nexthopRoutes'] = await throughNexthops();
+await nl.deleteRoute(via(5));
+await nl.replaceRoute(via(6));
+await nl.replaceRoute(via(7));
+const raw = openNetlinkSocket({}, () => undefined);
+raw.send(encodeNexthop(RTM.DELNEXTHOP, 0, via(7).nexthop!, via(7)));
+// Another program's object (id 42, outside weft's range) and a route through it: deleting the
+// route leaves the object, which is not weft's to delete; its coming is no change to weft.
+const foreign: RouteSpec = { ...via(8), nexthop: 42 };
+raw.send(encodeNexthop(RTM.NEWNEXTHOP, NLM_F.CREATE, 42, foreign, 0));
+raw.send(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE, foreign, 0));
+await new Promise((r) => setTimeout(r, 100));
+const listed = (await nl.routes(4)).find((r) => r.nexthop === 42);
+out['foreignListed'] = listed ? formatCidr(listed.dst) : 'none';
+if (listed) await nl.deleteRoute(listed);
+raw.close();
+out['nexthopsLeft'] = await throughNexthops();
+// With net.ipv4.nexthop_compat_mode off (this namespace's own), a route is listed by its object's
+// id alone.
+await writeFile('/proc/sys/net/ipv4/nexthop_compat_mode', '0');
+out['compatOff'] = await throughNexthops();
+await writeFile('/proc/sys/net/ipv4/nexthop_compat_mode', '1');
 await new Promise((r) => setTimeout(r, 100));
 ctl.abort();
 await watching;

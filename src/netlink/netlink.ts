@@ -87,6 +87,14 @@ export interface RouteSpec {
   readonly index?: number;
   readonly onlink?: boolean;
   readonly type?: 'unicast' | 'blackhole';
+  /**
+   * Through the nexthop object of this id (Linux 5.3 on), which holds `gateway`, `index` and
+   * `onlink`: written before the route, and removed with it. The kernel looks up a plain route's
+   * gateway and device in one hash chain for every route through one device, so that the 5000th
+   * flannel route walks 4999 entries; a route naming a nexthop object is hashed by the object's id
+   * (docs/benchmarks.md). Listed routes carry the id they name.
+   */
+  readonly nexthop?: number;
 }
 
 /**
@@ -95,6 +103,23 @@ export interface RouteSpec {
  * or DHCP ones into the same network included (flanneld writes `boot`, as `ip route add` does).
  */
 export const RTPROT_WEFT = 87;
+
+/** weft's nexthop objects carry this in the top byte of their id (nexthopIdOf). */
+const NEXTHOP_TAG = 0xf1;
+
+/**
+ * The id of the nexthop object for a route into `subnet`: 0xf1 in the top byte and the low 24 bits
+ * of the subnet's address, so that each subnet of a cluster network of /8 or smaller has its own,
+ * the same on every node and every start, apart from the low ids other programs number theirs
+ * from (FRR's zebra counts from 1). Undefined for IPv6 (the kernel keeps an IPv6 route's gateway
+ * in the route itself, so it has no chain to walk) and for a wider network.
+ */
+export function nexthopIdOf(subnet: Cidr, network: Cidr): number | undefined {
+  if (subnet.ip.family !== 4 || network.prefix < 8) return undefined;
+  return NEXTHOP_TAG * 2 ** 24 + Number(subnet.ip.value & 0xff_ffffn);
+}
+
+export const isWeftNexthop = (id: number): boolean => Math.floor(id / 2 ** 24) === NEXTHOP_TAG;
 
 export interface RouteInfo extends RouteSpec {
   readonly table: number;
@@ -188,6 +213,8 @@ export interface Netlink {
   /** Adds the route only where none has its destination: EEXIST (WEFT_ERR_KERNEL) otherwise, and nothing is replaced. */
   addRoute(route: RouteSpec): Promise<void>;
   deleteRoute(route: RouteSpec): Promise<void>;
+  /** Whether the kernel has nexthop objects (Linux 5.3 on), so that a route may name one (RouteSpec.nexthop). */
+  supportsNexthops(): Promise<boolean>;
   /** The route the kernel would use to reach `ip` (`ip route get`). */
   routeGet(ip: IpAddr): Promise<RouteInfo | undefined>;
 

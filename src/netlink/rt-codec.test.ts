@@ -14,8 +14,8 @@ import { encodeLinkInfo } from './link-info.js';
 import { ipBytes } from './nl-attr.js';
 import type { LinkSpec, RouteSpec } from './netlink.js';
 import {
-  AF_BRIDGE, NLMSG_HDRLEN, NLM_F, RTM, decodeAddrChange, decodeError, decodeFdb, decodeLinkChange, decodeNeighbour, decodeRoute, encodeDump, encodeFdb, encodeNeighbour,
-  type RawMessage, encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
+  AF_BRIDGE, NLMSG_HDRLEN, NLM_F, RTM, decodeAddrChange, decodeError, decodeFdb, decodeLinkChange, decodeNeighbour, decodeNexthopId, decodeRoute, encodeDump, encodeFdb,
+  encodeNeighbour, encodeNexthop, encodeNexthopDump, type RawMessage, encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
 } from './rt-codec.js';
 import { RTM_ADDR, RTM_LINK, decodeAddress, decodeLink, encodeAddress, encodeDelLink, encodeNewLink, encodeSetLink } from './rt-links.js';
 
@@ -81,6 +81,30 @@ test('routes are encoded byte for byte as the netlink package encodes them, and 
     }
   }
   assert.equal(encodeRoute(RTM.DELROUTE, 0, routes[0]!, 0).readUInt16LE(4), RTM.DELROUTE);
+});
+
+test('a route through a nexthop object names the object\'s id and nothing of its gateway; the object holds gateway, device and onlink; its deletion names the id alone', () => {
+  const hex = (b: Buffer): string => b.subarray(NLMSG_HDRLEN).toString('hex');
+  const route: RouteSpec = { dst: parseCidr('198.18.5.0/24'), gateway: parseIp('198.18.5.0'), index: 8, onlink: true, nexthop: 0xf1120500 };
+  const msg = encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.REPLACE, route, 87);
+  // rtmsg (inet, /24, main table, proto 87, scope universe, unicast, no flags), RTA_DST, RTA_NH_ID.
+  assert.equal(hex(msg), '02180000fe570001' + '00000000' + '08000100c6120500' + '08001e00000512f1');
+  assert.equal(msg.readUInt16LE(6), NLM_F.REQUEST | NLM_F.CREATE | NLM_F.REPLACE);
+  const back = decodeRoute(splitMessages(msg)[0]!);
+  assert.deepEqual([back?.nexthop, back?.gateway, back?.index, back?.onlink], [0xf1120500, undefined, undefined, false]);
+  assert.equal(hex(encodeRoute(RTM.DELROUTE, 0, route, 0)), '02180000fe000001' + '00000000' + '08000100c6120500' + '08001e00000512f1');
+  // nhmsg (inet, scope 0, proto 87, onlink), NHA_ID, NHA_OIF, NHA_GATEWAY.
+  const object = encodeNexthop(RTM.NEWNEXTHOP, NLM_F.CREATE | NLM_F.REPLACE, 0xf1120500, route, 87);
+  assert.equal(object.readUInt16LE(4), 104);
+  assert.equal(hex(object), '0200570004000000' + '08000100000512f1' + '0800050008000000' + '08000600c6120500');
+  assert.equal(decodeNexthopId(splitMessages(object)[0]!), 0xf1120500);
+  const gone = encodeNexthop(RTM.DELNEXTHOP, 0, 0xf1120500, route);
+  assert.deepEqual([gone.readUInt16LE(4), hex(gone)], [105, '0000000000000000' + '08000100000512f1']);
+  const dump = encodeNexthopDump();
+  assert.deepEqual([dump.length, dump.readUInt16LE(4)], [NLMSG_HDRLEN + 8, 106]);
+  assert.equal(decodeNexthopId(splitMessages(gone)[0]!), 0xf1120500);
+  assert.equal(decodeNexthopId({ ...splitMessages(gone)[0]!, end: NLMSG_HDRLEN + 8 }), undefined, 'no id: nothing to name');
+  assert.equal(decodeNexthopId({ ...splitMessages(gone)[0]!, end: NLMSG_HDRLEN + 4 }), undefined, 'shorter than its header');
 });
 
 test('neighbours and FDB entries are encoded as the package encodes them, and read back as written', () => {
@@ -193,8 +217,10 @@ test('no message, however truncated or corrupted, makes a decoder throw (they ru
     encodeFdb(RTM.NEWNEIGH, 0, { index: 7, mac: '0e:2a:00:00:00:03', dst: parseIp('203.0.113.2') }),
     encodeNewLink(0, 'flannel.1', vxlan, { mac: '0e:2a:00:00:00:07', mtu: 1450 }),
     encodeAddress(RTM_ADDR.NEW, 0, 9, parseIp('2001:db8:1800:1::'), 64),
+    encodeRoute(RTM.NEWROUTE, 0, { dst: parseCidr('198.18.5.0/24'), nexthop: 0xf1120500 }, 87),
+    encodeNexthop(RTM.NEWNEXTHOP, 0, 0xf1120500, { dst: parseCidr('198.18.5.0/24'), gateway: parseIp('198.18.5.0'), index: 8, onlink: true }, 87),
   ];
-  const decoders = [decodeRoute, decodeNeighbour, decodeFdb, decodeLinkChange, decodeAddrChange, decodeLink, decodeAddress, decodeError, neighbourHead];
+  const decoders = [decodeRoute, decodeNeighbour, decodeFdb, decodeLinkChange, decodeAddrChange, decodeLink, decodeAddress, decodeError, neighbourHead, decodeNexthopId];
   const run = (buf: Buffer): void => {
     for (const m of splitMessages(buf)) for (const decode of decoders) decode(m);
   };

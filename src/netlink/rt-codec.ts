@@ -13,6 +13,7 @@ import type { FdbInfo, FdbSpec, NeighbourChange, NeighbourSpec, RouteInfo, Route
 export const NLMSG = { ERROR: 2, DONE: 3 } as const;
 export const RTM = {
   NEWLINK: 16, DELLINK: 17, NEWADDR: 20, DELADDR: 21, NEWROUTE: 24, DELROUTE: 25, GETROUTE: 26, NEWNEIGH: 28, DELNEIGH: 29, GETNEIGH: 30,
+  NEWNEXTHOP: 104, DELNEXTHOP: 105, GETNEXTHOP: 106,
 } as const;
 export const NLM_F = { REQUEST: 0x1, ACK: 0x4, REPLACE: 0x100, EXCL: 0x200, CREATE: 0x400 } as const;
 export const NLMSG_HDRLEN = 16;
@@ -25,7 +26,8 @@ const RTN_UNICAST = 1;
 const RTN_BLACKHOLE = 6;
 const RT_SCOPE_LINK = 253;
 const RTNH_F_ONLINK = 4;
-const RTA = { DST: 1, OIF: 4, GATEWAY: 5, PREFSRC: 7, TABLE: 15 } as const;
+const RTA = { DST: 1, OIF: 4, GATEWAY: 5, PREFSRC: 7, TABLE: 15, NH_ID: 30 } as const;
+const NHA = { ID: 1, OIF: 5, GATEWAY: 6 } as const;
 const NDA = { DST: 1, LLADDR: 2 } as const;
 const NUD_PERMANENT = 0x80;
 const NTF_SELF = 0x02;
@@ -79,6 +81,7 @@ export function putMac(out: Buffer, at: number, type: number, mac: string): numb
  * scope link for a route without a gateway, `protocol` (0 on a deletion matches any).
  */
 export function encodeRoute(type: number, flags: number, route: RouteSpec, protocol: number): Buffer {
+  if (route.nexthop !== undefined) return encodeNexthopRoute(type, flags, route.dst, route.nexthop, protocol);
   const family = route.dst.ip.family;
   const blackhole = route.type === 'blackhole';
   const len = NLMSG_HDRLEN + 12 + attrSpace(ipLength(family)) + (route.gateway ? attrSpace(ipLength(route.gateway.family)) : 0) + (route.index !== undefined ? 8 : 0);
@@ -96,6 +99,48 @@ export function encodeRoute(type: number, flags: number, route: RouteSpec, proto
   if (route.gateway) at = putIp(out, at, RTA.GATEWAY, route.gateway);
   if (route.index !== undefined) putU32(out, at, RTA.OIF, route.index);
   return out;
+}
+
+/** A route through a nexthop object: the destination and the object's id, nothing of the gateway. */
+function encodeNexthopRoute(type: number, flags: number, dst: Cidr, nexthop: number, protocol: number): Buffer {
+  const out = message(NLMSG_HDRLEN + 12 + attrSpace(ipLength(dst.ip.family)) + 8);
+  header(out, type, flags);
+  const at = NLMSG_HDRLEN;
+  out[at] = af(dst.ip.family);
+  out[at + 1] = dst.prefix;
+  out[at + 4] = RT_TABLE_MAIN;
+  out[at + 5] = protocol;
+  out[at + 7] = RTN_UNICAST;
+  putU32(out, putIp(out, at + 12, RTA.DST, dst.ip), RTA.NH_ID, nexthop);
+  return out;
+}
+
+/**
+ * RTM_NEWNEXTHOP for the object a route names (`ip nexthop replace id N via GW dev DEV onlink`),
+ * or RTM_DELNEXTHOP for its id alone.
+ */
+export function encodeNexthop(type: number, flags: number, id: number, route: RouteSpec, protocol = 0): Buffer {
+  const { gateway, index } = type === RTM.NEWNEXTHOP ? route : {};
+  const out = message(NLMSG_HDRLEN + 8 + 8 + (index !== undefined ? 8 : 0) + (gateway ? attrSpace(ipLength(gateway.family)) : 0));
+  header(out, type, flags);
+  const at = NLMSG_HDRLEN;
+  // A deletion names the id alone: the kernel refuses one whose header says anything more.
+  if (type === RTM.NEWNEXTHOP) {
+    out[at] = af(route.dst.ip.family);
+    out[at + 2] = protocol;
+  }
+  setU32(out, at + 4, type === RTM.NEWNEXTHOP && route.onlink ? RTNH_F_ONLINK : 0);
+  let next = putU32(out, at + 8, NHA.ID, id);
+  if (index !== undefined) next = putU32(out, next, NHA.OIF, index);
+  if (gateway) putIp(out, next, NHA.GATEWAY, gateway);
+  return out;
+}
+
+/** An RTM_NEWNEXTHOP / RTM_DELNEXTHOP notification's object id; undefined when it has none. */
+export function decodeNexthopId(m: RawMessage): number | undefined {
+  const at: Array<[number, number] | undefined> = new Array<[number, number] | undefined>(NHA.ID + 1);
+  attributes(m.buf, m.start + 8, m.end, at);
+  return readU32(m.buf, at[NHA.ID]);
 }
 
 /** RTM_NEWNEIGH / RTM_DELNEIGH for a permanent ARP / NDP entry (the MAC only when writing one). */
@@ -124,6 +169,13 @@ function ndmsg(out: Buffer, family: number, index: number, state: number, flags:
   setU16(out, at + 8, state);
   out[at + 10] = flags;
   return at + 12;
+}
+
+/** A dump of every nexthop object (its header is 8 bytes: the kernel refuses trailing bytes here). */
+export function encodeNexthopDump(): Buffer {
+  const out = message(NLMSG_HDRLEN + 8);
+  header(out, RTM.GETNEXTHOP, 0);
+  return out;
 }
 
 /** A dump request (RTM_GETROUTE, RTM_GETNEIGH) for one family; rt-channel.ts adds NLM_F_DUMP. */
@@ -211,7 +263,7 @@ export function decodeRoute(m: RawMessage): RouteInfo | undefined {
   if (end - start < 12) return undefined;
   const family: Family | undefined = buf[start] === AF_INET ? 4 : buf[start] === AF_INET6 ? 6 : undefined;
   if (!family) return undefined;
-  const at: Array<[number, number] | undefined> = new Array<[number, number] | undefined>(RTA.TABLE + 1);
+  const at: Array<[number, number] | undefined> = new Array<[number, number] | undefined>(RTA.NH_ID + 1);
   attributes(buf, start + 12, end, at);
   const dstIp = at[RTA.DST] ? readIp(buf, at[RTA.DST]) : { family, value: 0n };
   if (!dstIp) return undefined;
@@ -220,8 +272,10 @@ export function decodeRoute(m: RawMessage): RouteInfo | undefined {
   const prefsrc = readIp(buf, at[RTA.PREFSRC]);
   const oif = readU32(buf, at[RTA.OIF]);
   const table = readU32(buf, at[RTA.TABLE]);
+  const nexthop = readU32(buf, at[RTA.NH_ID]);
   return {
     dst,
+    ...(nexthop !== undefined ? { nexthop } : {}),
     ...(gateway ? { gateway } : {}),
     ...(oif !== undefined ? { index: oif } : {}),
     ...(prefsrc ? { prefsrc } : {}),

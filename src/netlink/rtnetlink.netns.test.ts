@@ -82,6 +82,22 @@ test('links, addresses, routes, neighbours, FDB and change notifications through
     assert.ok(changes.includes(entry), `${entry} in\n${changes.join('\n')}`);
   }
 
+  // Routes through nexthop objects (this kernel has them; the e2e tests run vxlan on them).
+  assert.equal(out['nexthops'], true);
+  const id = (n: number): number => 0xf1_000000 + (18 << 16) + (n << 8);
+  assert.deepEqual(out['nexthopRoutes'], [`198.18.5.0/24 ${id(5)} 198.18.5.0 true onlink 87`]);
+  // The first deleted with its object, the third's object deleted by another program: only the second is left.
+  assert.deepEqual(out['nexthopsLeft'], [`198.18.6.0/24 ${id(6)} 198.18.6.0 true onlink 87`]);
+  assert.deepEqual(out['compatOff'], [`198.18.6.0/24 ${id(6)} - false  87`], 'nexthop_compat_mode off: the id alone');
+  assert.equal(out['foreignListed'], '198.18.8.0/24');
+  assert.deepEqual((await nsExec(ns, 'ip', ['nexthop', 'show'])).trim().split('\n').map((l) => l.trim()), [
+    'id 42 via 198.18.8.0 dev flannel.7 scope link onlink',
+    `id ${id(6)} via 198.18.6.0 dev flannel.7 scope link proto 87 onlink`,
+  ], 'weft\'s remaining object, and the other program\'s, whose route weft deleted');
+  assert.ok(changes.includes('route+ nexthop'), 'another program hears weft\'s nexthop objects come');
+  assert.ok(own.includes('route- nexthop'), 'the adapter hears its object deleted by another program');
+  assert.ok(!own.includes('route+ nexthop'), 'and not the echo of its own');
+
   // What iproute2 sees, independently of the adapter.
   const [link] = await ipJson<Array<{ linkinfo: { info_kind: string; info_data: Record<string, unknown> } }>>(ns, ['-d', 'link', 'show', 'flannel.7']);
   assert.equal(link!.linkinfo.info_kind, 'vxlan');

@@ -3,7 +3,7 @@
  * (nl-socket.ts) and codec (rt-codec.ts for routes, neighbours, FDB entries and notifications,
  * rt-links.ts for links and addresses, link-info.ts for vxlan's link attributes). Requests go
  * through rt-channel.ts, in batches; `subscribe` reads notifications on a second socket joined to
- * the link, address, route and neighbour multicast groups.
+ * the link, address, route, neighbour and (where the kernel has them) nexthop multicast groups.
  */
 import { writeFile } from 'node:fs/promises';
 import { AsyncQueue } from '../core/async-queue.js';
@@ -12,13 +12,13 @@ import type { Cidr } from '../ip/cidr.js';
 import { type Family, type IpAddr, formatIp } from '../ip/ip.js';
 import {
   type AddressInfo, type FdbInfo, type FdbSpec, KernelError, type LinkInfo, type LinkSpec, type Netlink, type NetlinkChange, type NeighbourInfo,
-  type NeighbourSpec, RTPROT_WEFT, type RouteInfo, type RouteSpec, errnoOf,
+  type NeighbourSpec, RTPROT_WEFT, type RouteInfo, type RouteSpec, errnoOf, isWeftNexthop,
 } from './netlink.js';
 import { openNetlinkSocket } from './nl-socket.js';
 import { RtChannel, errnoName } from './rt-channel.js';
 import {
-  AF_BRIDGE, NLM_F, RTM, type RawMessage, af, decodeAddrChange, decodeFdb, decodeLinkChange, decodeNeighbour, decodeRoute, encodeDump, encodeFdb, encodeNeighbour,
-  encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
+  AF_BRIDGE, NLM_F, RTM, type RawMessage, af, decodeAddrChange, decodeFdb, decodeLinkChange, decodeNeighbour, decodeNexthopId, decodeRoute, encodeDump, encodeFdb,
+  encodeNeighbour, encodeNexthop, encodeNexthopDump, encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
 } from './rt-codec.js';
 import { RTM_ADDR, RTM_LINK, decodeAddress, decodeLink, encodeAddress, encodeDelLink, encodeLinkDump, encodeNewLink, encodeSetLink } from './rt-links.js';
 
@@ -26,12 +26,15 @@ const RT_TABLE_MAIN = 254;
 const RTPROT_UNSPEC = 0;
 /** RTNLGRP_LINK, _NEIGH, _IPV4_IFADDR, _IPV4_ROUTE, _IPV6_IFADDR, _IPV6_ROUTE. */
 const MONITOR_GROUPS = [1, 3, 5, 7, 9, 11];
+/** RTNLGRP_NEXTHOP: a kernel without nexthop objects refuses to join it. */
+const NEXTHOP_GROUP = 32;
 /**
  * Notifications that carry the writer's port id when they echo a request: RTM_NEWROUTE,
- * RTM_DELROUTE, RTM_NEWNEIGH. The kernel sends RTM_DELNEIGH and every FDB notification with port
- * 0, so those always pass. Links and addresses are few and are left to the listener.
+ * RTM_DELROUTE, RTM_NEWNEIGH and the nexthop ones. The kernel sends RTM_DELNEIGH and every FDB
+ * notification with port 0, so those always pass. Links and addresses are few and are left to the
+ * listener.
  */
-const ECHOED = [RTM.NEWROUTE, RTM.DELROUTE, RTM.NEWNEIGH];
+const ECHOED = [RTM.NEWROUTE, RTM.DELROUTE, RTM.NEWNEIGH, RTM.NEWNEXTHOP, RTM.DELNEXTHOP];
 /**
  * Socket receive buffers. The monitor's holds the notifications of about 10 000 kernel writes
  * made at once; the channel's, the answers to one batch and a dump's parts.
@@ -43,10 +46,13 @@ const CHANNEL_BUFFER = 1024 * 1024;
 const timeout = 10_000;
 
 const cidrText = (c: Cidr): string => `${formatIp(c.ip)}/${c.prefix}`;
+const both = (a: Promise<void>, b: Promise<void>): Promise<void> => Promise.all([a, b]).then(() => undefined);
 
 export class RtNetlink implements Netlink {
   /** Every request: batched writes, dumps and lookups (rt-channel.ts). */
   readonly #channel = new RtChannel((onData) => openNetlinkSocket({ receiveBuffer: CHANNEL_BUFFER }, onData), { timeoutMs: timeout });
+  /** Whether the kernel has nexthop objects, once asked (supportsNexthops). */
+  #nexthops: Promise<boolean> | undefined;
 
   async links(): Promise<LinkInfo[]> {
     const out: LinkInfo[] = [];
@@ -111,16 +117,49 @@ export class RtNetlink implements Netlink {
   }
 
   replaceRoute(route: RouteSpec): Promise<void> {
-    return this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.REPLACE, route, RTPROT_WEFT), () => `replace route ${cidrText(route.dst)}`);
+    const nexthop = this.#writeNexthop(route);
+    const write = this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.REPLACE, route, RTPROT_WEFT), () => `replace route ${cidrText(route.dst)}`);
+    return nexthop ? both(nexthop, write) : write;
   }
 
   addRoute(route: RouteSpec): Promise<void> {
-    return this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.EXCL, route, RTPROT_WEFT), () => `add route ${cidrText(route.dst)}`);
+    const nexthop = this.#writeNexthop(route);
+    const write = this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.EXCL, route, RTPROT_WEFT), () => `add route ${cidrText(route.dst)}`);
+    return nexthop ? both(nexthop, write) : write;
+  }
+
+  /**
+   * The nexthop object a route names, written (replaced) just before the route: writes go out in
+   * the order they are made, one batch's in one datagram, and the kernel refuses a route naming an
+   * id that does not exist yet.
+   */
+  #writeNexthop(route: RouteSpec): Promise<void> | undefined {
+    const id = route.nexthop;
+    if (id === undefined) return undefined;
+    return this.#channel.write(encodeNexthop(RTM.NEWNEXTHOP, NLM_F.CREATE | NLM_F.REPLACE, id, route, RTPROT_WEFT), () => `replace nexthop ${id} for route ${cidrText(route.dst)}`);
   }
 
   deleteRoute(route: RouteSpec): Promise<void> {
     // Protocol 0 matches any: a route flanneld (or weft before proto 87) wrote is deleted too.
-    return this.#channel.write(encodeRoute(RTM.DELROUTE, 0, route, RTPROT_UNSPEC), () => `delete route ${cidrText(route.dst)}`, true);
+    const write = this.#channel.write(encodeRoute(RTM.DELROUTE, 0, route, RTPROT_UNSPEC), () => `delete route ${cidrText(route.dst)}`, true);
+    const id = route.nexthop;
+    // The object goes with its route; a route through another program's object leaves it be.
+    if (id === undefined || !isWeftNexthop(id)) return write;
+    return both(write, this.#channel.write(encodeNexthop(RTM.DELNEXTHOP, 0, id, route), () => `delete nexthop ${id}`, true));
+  }
+
+  supportsNexthops(): Promise<boolean> {
+    this.#nexthops ??= this.#channel.dump(encodeNexthopDump(), 'list nexthops').then(
+      () => true,
+      (err: unknown) => {
+        // Before Linux 5.3 rtnetlink knows no such message.
+        if (errnoOf(err) === 'EOPNOTSUPP' || errnoOf(err) === 'EINVAL') return false;
+        // Anything else (a dump left unanswered) is asked again next time.
+        this.#nexthops = undefined;
+        throw err;
+      },
+    );
+    return this.#nexthops;
   }
 
   async routeGet(ip: IpAddr): Promise<RouteInfo | undefined> {
@@ -184,7 +223,8 @@ export class RtNetlink implements Netlink {
         return true;
       }
     };
-    const mon = openNetlinkSocket({ groups: MONITOR_GROUPS, receiveBuffer: MONITOR_BUFFER }, (chunk, overflow) => {
+    const groups = (await this.supportsNexthops()) ? [...MONITOR_GROUPS, NEXTHOP_GROUP] : MONITOR_GROUPS;
+    const mon = openNetlinkSocket({ groups, receiveBuffer: MONITOR_BUFFER }, (chunk, overflow) => {
       const changes: NetlinkChange[] = [];
       if (chunk) {
         for (const m of splitMessages(chunk)) {
@@ -259,6 +299,15 @@ function decodeChange(m: RawMessage): NetlinkChange | undefined {
       if (m.end - m.start < 12) return { kind: 'unparsed', type: m.type };
       const entry = decodeRoute(m);
       return { kind: 'route', deleted, ...(entry ? { entry } : {}) };
+    }
+    case RTM.NEWNEXTHOP:
+    case RTM.DELNEXTHOP: {
+      // A route through one of weft's objects changes with it, and the kernel says nothing of the
+      // route (a deleted object takes its IPv4 routes silently): a change with no entry, which a
+      // listener compares everything after. Other programs' objects are theirs.
+      const id = decodeNexthopId(m);
+      if (id === undefined) return { kind: 'unparsed', type: m.type };
+      return isWeftNexthop(id) ? { kind: 'route', deleted: m.type === RTM.DELNEXTHOP } : undefined;
     }
     case RTM.NEWNEIGH:
     case RTM.DELNEIGH: {

@@ -147,6 +147,13 @@ export class FakeNetlink implements Netlink {
     this.kernel.deleteRoute(route.dst);
   }
 
+  /** Whether routes may name nexthop objects (they are kept with the route, as its `nexthop`). */
+  nexthops = false;
+
+  async supportsNexthops(): Promise<boolean> {
+    return this.nexthops;
+  }
+
   async routeGet(ip: IpAddr): Promise<RouteInfo | undefined> {
     return [...this.routeTable.values()].find((r) => r.dst.prefix === 0 && r.dst.ip.family === ip.family);
   }

@@ -109,6 +109,12 @@ test('what each kind counts as the same entry', () => {
     ['onlink where it is not wanted', { dst, gateway: gw, index: device }, { dst, gateway: gw, index: device, onlink: true }, false],
     ['a blackhole where a unicast route is wanted', { dst }, { dst, type: 'blackhole' }, false],
     ['unicast written out or left to the default', { dst, type: 'unicast' }, { dst }, true],
+    ['through the wanted nexthop object, listed with its gateway and device', { dst, gateway: gw, index: device, onlink: true, nexthop: 7 }, { dst, gateway: gw, index: device, onlink: true, nexthop: 7 }, true],
+    ['through the wanted object, listed by its id alone (nexthop_compat_mode off)', { dst, gateway: gw, index: device, onlink: true, nexthop: 7 }, { dst, nexthop: 7 }, true],
+    ['through another object', { dst, gateway: gw, index: device, onlink: true, nexthop: 7 }, { dst, gateway: gw, index: device, onlink: true, nexthop: 8 }, false],
+    ['through the wanted object, re-pointed by hand', { dst, gateway: gw, index: device, onlink: true, nexthop: 7 }, { dst, gateway: parseIp('198.18.1.9'), index: device, onlink: true, nexthop: 7 }, false],
+    ['the plain route (flanneld\'s) where an object is wanted', { dst, gateway: gw, index: device, onlink: true, nexthop: 7 }, { dst, gateway: gw, index: device, onlink: true }, false],
+    ['a route through an object where a plain one is wanted', { dst, gateway: gw, index: device, onlink: true }, { dst, gateway: gw, index: device, onlink: true, nexthop: 7 }, false],
   ];
   for (const [what, want, have, same] of cases) assert.equal(route.matches(want, have), same, what);
   assert.equal(neighbour.matches(peerNeighbour(1), { ...peerNeighbour(1), mac: '0e:ff:00:00:00:01' }), false, 'a neighbour with another MAC');

@@ -17,13 +17,12 @@ export const routeKey = (r: RouteSpec): string => [formatIp(r.dst.ip), r.dst.pre
 const sameIp = (a: IpAddr | undefined, b: IpAddr | undefined): boolean => (a && b ? ipEquals(a, b) : a === b);
 
 export function routeMatches(want: RouteSpec, have: RouteSpec): boolean {
-  return (
-    cidrEquals(want.dst, have.dst) &&
-    sameIp(want.gateway, have.gateway) &&
-    (want.index === undefined || want.index === have.index) &&
-    Boolean(want.onlink) === Boolean(have.onlink) &&
-    (want.type ?? 'unicast') === (have.type ?? 'unicast')
-  );
+  if (!cidrEquals(want.dst, have.dst) || want.nexthop !== have.nexthop || (want.type ?? 'unicast') !== (have.type ?? 'unicast')) return false;
+  // A route through a nexthop object is listed with the object's gateway and device where the
+  // kernel shows them (net.ipv4.nexthop_compat_mode, on by default), so that an object changed by
+  // hand shows here; without them the id is all there is to compare.
+  if (have.nexthop !== undefined && have.gateway === undefined) return true;
+  return sameIp(want.gateway, have.gateway) && (want.index === undefined || want.index === have.index) && Boolean(want.onlink) === Boolean(have.onlink);
 }
 
 /**

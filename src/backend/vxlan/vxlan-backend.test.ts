@@ -31,8 +31,7 @@ const peer = (n: number, attrs: Partial<LeaseAttrs> = {}): Lease => ({
 
 type TestContext = { after(fn: () => Promise<void> | void): void };
 
-async function network(t: TestContext, previous?: LeaseAttrs) {
-  const nl = new FakeNetlink();
+async function network(t: TestContext, previous?: LeaseAttrs, nl = new FakeNetlink()) {
   nl.addrs.push({ index: 2, ip: parseIp('203.0.113.1'), prefix: 24, scope: 0, permanent: true, deprecated: false, temporary: false });
   nl.addrs.push({ index: 2, ip: parseIp('2001:db8:113::1'), prefix: 64, scope: 0, permanent: true, deprecated: false, temporary: false });
   const log = recordingLogger();
@@ -107,6 +106,39 @@ test('a dual-stack peer is programmed on both devices; a bad IPv6 side (multicas
   assert.equal(nl.fdbTable.get(`${v6} 0e:00:00:00:06:02`)?.dst?.value, parseIp('2001:db8:113::2').value);
   assert.equal(nl.neighTable.get(`${v6} 2001:db8:1800:2::`)?.mac, '0e:00:00:00:06:02');
   assert.ok(![...nl.fdbTable.keys()].some((k) => k.includes('01:00:5e')), 'no FDB entry for a multicast MAC');
+});
+
+/** This node's backend running on a kernel with or without nexthop objects, with peer 2 programmed on both devices. */
+async function withPeer2(t: TestContext, nexthops: boolean): Promise<{ nl: FakeNetlink; ctl: AbortController }> {
+  const nl = new FakeNetlink();
+  nl.nexthops = nexthops;
+  const { net, ctl } = await network(t, undefined, nl);
+  await net.setLease({ subnet: { ipv4: parseCidr('198.18.1.0/24'), ipv6: parseCidr('2001:db8:1800:1::/64') }, attrs: net.attrs }, ctl.signal);
+  const feed = leaseFeed(ctl.signal);
+  const running = net.run(feed.events, ctl.signal).catch(() => undefined);
+  t.after(() => running);
+  feed.push([{ type: 'added', lease: peer(2) }]);
+  await waitUntil('peer 2 on both devices', () => nl.routeTable.size === 2);
+  return { nl, ctl };
+}
+
+test('where the kernel has nexthop objects, a peer\'s IPv4 route goes through one whose id comes from its subnet; its IPv6 route stays plain', async (t) => {
+  for (const nexthops of [true, false]) {
+    const { nl, ctl } = await withPeer2(t, nexthops);
+    const v4 = nl.routeTable.get('198.18.2.0/24');
+    assert.equal(v4?.nexthop, nexthops ? 0xf1_000000 + (18 << 16) + (2 << 8) : undefined);
+    assert.deepEqual([v4?.gateway?.value, v4?.onlink], [parseIp('198.18.2.0').value, true], 'the gateway and device stay in the route, for the object');
+    assert.equal(nl.routeTable.get('2001:db8:1800:2::/64')?.nexthop, undefined);
+    ctl.abort();
+  }
+});
+
+test('a route into the network through one of weft\'s nexthop objects, listed by its id alone (nexthop_compat_mode off), is the backend\'s: no lease wants it, so it goes; one through another program\'s object stays', async (t) => {
+  const { nl } = await withPeer2(t, true);
+  nl.kernel.addRoute({ dst: parseCidr('198.18.9.0/24'), nexthop: 0xf1_12_09_00 });
+  nl.kernel.addRoute({ dst: parseCidr('198.18.8.0/24'), nexthop: 42 });
+  await waitUntil('the stray through weft\'s object is gone', () => !nl.routeTable.has('198.18.9.0/24'));
+  assert.ok(nl.routeTable.has('198.18.8.0/24') && nl.routeTable.has('198.18.2.0/24'));
 });
 
 test('a peer whose lease changes (new VtepMAC, new public IP) leaves none of its old entries behind', async (t) => {

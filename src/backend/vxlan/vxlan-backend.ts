@@ -2,8 +2,9 @@
  * The vxlan backend, as flannel (spec §7.1): per enabled family a device (`flannel.<VNI>`,
  * `flannel-v6.<VNI>`) with MTU = underlay − the encapsulation overhead, and per peer and family an
  * ARP/NDP entry, an FDB entry towards the peer's public address of that family and an onlink
- * route; with DirectRouting, a plain route via a peer on the same L2 subnet instead. Its entry
- * kinds, in write order: neighbour, fdb, route.
+ * route (IPv4: through a nexthop object of its own where the kernel has them, netlink.ts
+ * nexthopIdOf); with DirectRouting, a plain route via a peer on the same L2 subnet instead. Its
+ * entry kinds, in write order: neighbour, fdb, route.
  */
 import type { Family } from '../../ip/ip.js';
 import { isJsonObject, member } from '../../json/go-json.js';
@@ -20,7 +21,7 @@ import { type BackendDriver, OverlayNetwork, PlaneSet } from '../overlay-network
 import { type VxlanConfig, parseVxlanConfig } from './vxlan-config.js';
 import { VxlanDevice, vxlanDeviceName } from './vxlan-device.js';
 import { isDirect } from './direct-routing.js';
-import { RTPROT_WEFT, type RouteInfo } from '../../netlink/netlink.js';
+import { RTPROT_WEFT, type RouteInfo, isWeftNexthop, nexthopIdOf } from '../../netlink/netlink.js';
 
 export const vxlanBackend: BackendFactory = {
   checkOptions(config) {
@@ -34,7 +35,7 @@ export const vxlanBackend: BackendFactory = {
   },
   async create(config, deps) {
     const planes = new PlaneSet(deps.planes);
-    const driver = new VxlanDriver(parseVxlanConfig(config.backend.options), deps, planes);
+    const driver = new VxlanDriver(parseVxlanConfig(config.backend.options), deps, planes, await deps.netlink.supportsNexthops());
     for (const device of driver.devices) await device.ensure();
     return new OverlayNetwork(driver, planes, { netlink: deps.netlink, log: deps.log, ...(deps.clock ? { clock: deps.clock } : {}) });
   },
@@ -48,9 +49,12 @@ class VxlanDriver implements BackendDriver {
   readonly #vx: VxlanConfig;
   readonly #planes: PlaneSet;
   readonly #ext: BackendDeps['extIface'];
+  /** Whether a peer's IPv4 route goes through a nexthop object of its own (RouteSpec.nexthop). */
+  readonly #nexthops: boolean;
 
-  constructor(vx: VxlanConfig, deps: BackendDeps, planes: PlaneSet) {
+  constructor(vx: VxlanConfig, deps: BackendDeps, planes: PlaneSet, nexthops: boolean) {
     this.#vx = vx;
+    this.#nexthops = nexthops;
     this.#planes = planes;
     this.#ext = deps.extIface;
     const underlay = vx.mtu ?? deps.extIface.mtu;
@@ -98,7 +102,9 @@ class VxlanDriver implements BackendDriver {
     // each kind reads its own members, and the reconciler keeps it once for the peer's life
     // instead of twice (40 bytes a peer, docs/benchmarks.md).
     const link = { index, ip: subnet.ip, mac, dst: publicIp };
-    return { neighbour: [link], fdb: [link], route: [{ dst: subnet, gateway: subnet.ip, index, onlink: true }] };
+    const nexthop = this.#nexthops ? nexthopIdOf(subnet, plane.network) : undefined;
+    const route = nexthop === undefined ? { dst: subnet, gateway: subnet.ip, index, onlink: true } : { dst: subnet, gateway: subnet.ip, index, onlink: true, nexthop };
+    return { neighbour: [link], fdb: [link], route: [route] };
   }
 
   async configure(): Promise<void> {
@@ -125,6 +131,9 @@ class VxlanDriver implements BackendDriver {
     const plane = this.#planes.of(r.dst.ip.family);
     if (!plane || !inClusterScope(r.dst, plane.network, plane.subnet)) return false;
     if (r.index === this.#device(plane.family)?.index) return true;
+    // Listed without its object's device (net.ipv4.nexthop_compat_mode off), a route through one
+    // of weft's nexthop objects is still one of its own.
+    if (r.nexthop !== undefined && r.index === undefined && isWeftNexthop(r.nexthop)) return true;
     // Direct routes name no device (as flannel's): the kernel picks the one the gateway is on.
     return r.protocol === RTPROT_WEFT && this.#vx.directRouting && r.gateway !== undefined;
   }
