@@ -8,7 +8,7 @@ import { openNetlinkSocket } from './nl-socket.js';
 import { RtNetlink } from './rtnetlink.js';
 import { formatCidr, parseCidr } from '../ip/cidr.js';
 import { type NetlinkChange, type RouteSpec, nexthopIdOf } from './netlink.js';
-import { NLM_F, RTM, encodeNexthop, encodeRoute } from './rt-codec.js';
+import { NLM_F, RTM, encodeNexthop, encodeNexthopDelete, encodeRoute } from './rt-codec.js';
 import { parseIp, formatIp } from '../ip/ip.js';
 
 /** The entry a route, neighbour or FDB notification carries, in the form the test expects. */
@@ -125,11 +125,11 @@ await nl.deleteRoute(via(5));
 await nl.replaceRoute(via(6));
 await nl.replaceRoute(via(7));
 const raw = openNetlinkSocket({}, () => undefined);
-raw.send(encodeNexthop(RTM.DELNEXTHOP, 0, via(7).nexthop!, via(7)));
+raw.send(encodeNexthopDelete(via(7).nexthop!));
 // Another program's object (id 42, outside weft's range) and a route through it: deleting the
 // route leaves the object, which is not weft's to delete; its coming is no change to weft.
 const foreign: RouteSpec = { ...via(8), nexthop: 42 };
-raw.send(encodeNexthop(RTM.NEWNEXTHOP, NLM_F.CREATE, 42, foreign, 0));
+raw.send(encodeNexthop(NLM_F.CREATE, 42, foreign, 0));
 raw.send(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE, foreign, 0));
 await new Promise((r) => setTimeout(r, 100));
 const listed = (await nl.routes(4)).find((r) => r.nexthop === 42);

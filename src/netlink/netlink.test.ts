@@ -13,4 +13,5 @@ test('a subnet\'s nexthop id: 0xf1 and the low 24 bits of its address, for IPv4 
   assert.equal(nexthopIdOf(parseCidr('2001:db8:1800:5::/64'), parseCidr('2001:db8:1800::/56')), undefined, 'IPv6 routes stay plain');
   for (const id of [0xf1_00_00_00, 0xf1_12_05_00, 0xf1_ff_ff_ff]) assert.equal(isWeftNexthop(id), true, id.toString(16));
   for (const id of [1, 42, 0xf0_ff_ff_ff, 0xf2_00_00_00, 0xffff_ffff]) assert.equal(isWeftNexthop(id), false, id.toString(16));
+  assert.equal(isWeftNexthop(undefined), false, 'a plain route names none');
 });

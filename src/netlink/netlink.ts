@@ -119,7 +119,8 @@ export function nexthopIdOf(subnet: Cidr, network: Cidr): number | undefined {
   return NEXTHOP_TAG * 2 ** 24 + Number(subnet.ip.value & 0xff_ffffn);
 }
 
-export const isWeftNexthop = (id: number): boolean => Math.floor(id / 2 ** 24) === NEXTHOP_TAG;
+/** Whether `id` (a listed route's, say) is in the range of weft's nexthop objects. */
+export const isWeftNexthop = (id: number | undefined): id is number => id !== undefined && Math.floor(id / 2 ** 24) === NEXTHOP_TAG;
 
 export interface RouteInfo extends RouteSpec {
   readonly table: number;

@@ -15,7 +15,7 @@ import { ipBytes } from './nl-attr.js';
 import type { LinkSpec, RouteSpec } from './netlink.js';
 import {
   AF_BRIDGE, NLMSG_HDRLEN, NLM_F, RTM, decodeAddrChange, decodeError, decodeFdb, decodeLinkChange, decodeNeighbour, decodeNexthopId, decodeRoute, encodeDump, encodeFdb,
-  encodeNeighbour, encodeNexthop, encodeNexthopDump, type RawMessage, encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
+  encodeNeighbour, encodeNexthop, encodeNexthopDelete, encodeNexthopDump, type RawMessage, encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
 } from './rt-codec.js';
 import { RTM_ADDR, RTM_LINK, decodeAddress, decodeLink, encodeAddress, encodeDelLink, encodeNewLink, encodeSetLink } from './rt-links.js';
 
@@ -78,6 +78,7 @@ test('routes are encoded byte for byte as the netlink package encodes them, and 
         dst: route.dst, gateway: route.gateway, index: route.index, onlink: route.onlink === true, type: route.type ?? 'unicast',
       });
       assert.deepEqual([back.table, back.protocol, back.scope], [254, protocol, route.gateway || route.type === 'blackhole' ? 0 : 253]);
+      assert.equal('nexthop' in back, false, 'a listed route names an object only when it goes through one');
     }
   }
   assert.equal(encodeRoute(RTM.DELROUTE, 0, routes[0]!, 0).readUInt16LE(4), RTM.DELROUTE);
@@ -93,12 +94,19 @@ test('a route through a nexthop object names the object\'s id and nothing of its
   const back = decodeRoute(splitMessages(msg)[0]!);
   assert.deepEqual([back?.nexthop, back?.gateway, back?.index, back?.onlink], [0xf1120500, undefined, undefined, false]);
   assert.equal(hex(encodeRoute(RTM.DELROUTE, 0, route, 0)), '02180000fe000001' + '00000000' + '08000100c6120500' + '08001e00000512f1');
+  // As listed with nexthop_compat_mode off, the id alone: still scope universe, or the kernel's
+  // deletion would not match the route.
+  assert.equal(hex(encodeRoute(RTM.DELROUTE, 0, { dst: route.dst, nexthop: 0xf1120500 }, 0)), '02180000fe000001' + '00000000' + '08000100c6120500' + '08001e00000512f1');
   // nhmsg (inet, scope 0, proto 87, onlink), NHA_ID, NHA_OIF, NHA_GATEWAY.
-  const object = encodeNexthop(RTM.NEWNEXTHOP, NLM_F.CREATE | NLM_F.REPLACE, 0xf1120500, route, 87);
+  const object = encodeNexthop(NLM_F.CREATE | NLM_F.REPLACE, 0xf1120500, route, 87);
   assert.equal(object.readUInt16LE(4), 104);
   assert.equal(hex(object), '0200570004000000' + '08000100000512f1' + '0800050008000000' + '08000600c6120500');
   assert.equal(decodeNexthopId(splitMessages(object)[0]!), 0xf1120500);
-  const gone = encodeNexthop(RTM.DELNEXTHOP, 0, 0xf1120500, route);
+  // Without a device: a gateway the kernel looks up (no NHA_OIF, no onlink).
+  assert.equal(hex(encodeNexthop(0, 7, { dst: route.dst, gateway: parseIp('203.0.113.9') }, 87)), '0200570000000000' + '0800010007000000' + '08000600cb007109');
+  // Without a gateway: the device alone.
+  assert.equal(hex(encodeNexthop(0, 7, { dst: route.dst, index: 8 }, 87)), '0200570000000000' + '0800010007000000' + '0800050008000000');
+  const gone = encodeNexthopDelete(0xf1120500);
   assert.deepEqual([gone.readUInt16LE(4), hex(gone)], [105, '0000000000000000' + '08000100000512f1']);
   const dump = encodeNexthopDump();
   assert.deepEqual([dump.length, dump.readUInt16LE(4)], [NLMSG_HDRLEN + 8, 106]);
@@ -218,7 +226,7 @@ test('no message, however truncated or corrupted, makes a decoder throw (they ru
     encodeNewLink(0, 'flannel.1', vxlan, { mac: '0e:2a:00:00:00:07', mtu: 1450 }),
     encodeAddress(RTM_ADDR.NEW, 0, 9, parseIp('2001:db8:1800:1::'), 64),
     encodeRoute(RTM.NEWROUTE, 0, { dst: parseCidr('198.18.5.0/24'), nexthop: 0xf1120500 }, 87),
-    encodeNexthop(RTM.NEWNEXTHOP, 0, 0xf1120500, { dst: parseCidr('198.18.5.0/24'), gateway: parseIp('198.18.5.0'), index: 8, onlink: true }, 87),
+    encodeNexthop(0, 0xf1120500, { dst: parseCidr('198.18.5.0/24'), gateway: parseIp('198.18.5.0'), index: 8, onlink: true }, 87),
   ];
   const decoders = [decodeRoute, decodeNeighbour, decodeFdb, decodeLinkChange, decodeAddrChange, decodeLink, decodeAddress, decodeError, neighbourHead, decodeNexthopId];
   const run = (buf: Buffer): void => {

@@ -78,13 +78,15 @@ export function putMac(out: Buffer, at: number, type: number, mac: string): numb
 
 /**
  * RTM_NEWROUTE / RTM_DELROUTE for a main-table route, as `ip route replace|add|del` sends it:
- * scope link for a route without a gateway, `protocol` (0 on a deletion matches any).
+ * scope link for a route without a gateway, `protocol` (0 on a deletion matches any). A route
+ * through a nexthop object names the object's id, which holds its gateway, device and onlink.
  */
 export function encodeRoute(type: number, flags: number, route: RouteSpec, protocol: number): Buffer {
-  if (route.nexthop !== undefined) return encodeNexthopRoute(type, flags, route.dst, route.nexthop, protocol);
   const family = route.dst.ip.family;
   const blackhole = route.type === 'blackhole';
-  const len = NLMSG_HDRLEN + 12 + attrSpace(ipLength(family)) + (route.gateway ? attrSpace(ipLength(route.gateway.family)) : 0) + (route.index !== undefined ? 8 : 0);
+  // Through an object: its gateway, device and onlink are the object's, not the route's.
+  const via: Pick<RouteSpec, 'gateway' | 'index' | 'onlink'> = route.nexthop === undefined ? route : {};
+  const len = NLMSG_HDRLEN + 12 + attrSpace(ipLength(family)) + (via.gateway ? attrSpace(ipLength(via.gateway.family)) : 0) + (via.index !== undefined ? 8 : 0) + (route.nexthop !== undefined ? 8 : 0);
   const out = message(len);
   header(out, type, flags);
   let at = NLMSG_HDRLEN;
@@ -92,47 +94,36 @@ export function encodeRoute(type: number, flags: number, route: RouteSpec, proto
   out[at + 1] = route.dst.prefix;
   out[at + 4] = RT_TABLE_MAIN;
   out[at + 5] = protocol;
-  out[at + 6] = route.gateway || blackhole ? 0 : RT_SCOPE_LINK;
+  out[at + 6] = route.gateway || route.nexthop !== undefined || blackhole ? 0 : RT_SCOPE_LINK;
   out[at + 7] = blackhole ? RTN_BLACKHOLE : RTN_UNICAST;
-  setU32(out, at + 8, route.onlink ? RTNH_F_ONLINK : 0);
+  setU32(out, at + 8, via.onlink ? RTNH_F_ONLINK : 0);
   at = putIp(out, at + 12, RTA.DST, route.dst.ip);
-  if (route.gateway) at = putIp(out, at, RTA.GATEWAY, route.gateway);
-  if (route.index !== undefined) putU32(out, at, RTA.OIF, route.index);
+  if (via.gateway) at = putIp(out, at, RTA.GATEWAY, via.gateway);
+  if (via.index !== undefined) at = putU32(out, at, RTA.OIF, via.index);
+  if (route.nexthop !== undefined) putU32(out, at, RTA.NH_ID, route.nexthop);
   return out;
 }
 
-/** A route through a nexthop object: the destination and the object's id, nothing of the gateway. */
-function encodeNexthopRoute(type: number, flags: number, dst: Cidr, nexthop: number, protocol: number): Buffer {
-  const out = message(NLMSG_HDRLEN + 12 + attrSpace(ipLength(dst.ip.family)) + 8);
-  header(out, type, flags);
-  const at = NLMSG_HDRLEN;
-  out[at] = af(dst.ip.family);
-  out[at + 1] = dst.prefix;
-  out[at + 4] = RT_TABLE_MAIN;
-  out[at + 5] = protocol;
-  out[at + 7] = RTN_UNICAST;
-  putU32(out, putIp(out, at + 12, RTA.DST, dst.ip), RTA.NH_ID, nexthop);
-  return out;
-}
-
-/**
- * RTM_NEWNEXTHOP for the object a route names (`ip nexthop replace id N via GW dev DEV onlink`),
- * or RTM_DELNEXTHOP for its id alone.
- */
-export function encodeNexthop(type: number, flags: number, id: number, route: RouteSpec, protocol = 0): Buffer {
-  const { gateway, index } = type === RTM.NEWNEXTHOP ? route : {};
+/** RTM_NEWNEXTHOP for the object a route names: `ip nexthop replace id ID via GW dev DEV onlink`. */
+export function encodeNexthop(flags: number, id: number, route: RouteSpec, protocol: number): Buffer {
+  const { gateway, index } = route;
   const out = message(NLMSG_HDRLEN + 8 + 8 + (index !== undefined ? 8 : 0) + (gateway ? attrSpace(ipLength(gateway.family)) : 0));
-  header(out, type, flags);
+  header(out, RTM.NEWNEXTHOP, flags);
   const at = NLMSG_HDRLEN;
-  // A deletion names the id alone: the kernel refuses one whose header says anything more.
-  if (type === RTM.NEWNEXTHOP) {
-    out[at] = af(route.dst.ip.family);
-    out[at + 2] = protocol;
-  }
-  setU32(out, at + 4, type === RTM.NEWNEXTHOP && route.onlink ? RTNH_F_ONLINK : 0);
+  out[at] = af(route.dst.ip.family);
+  out[at + 2] = protocol;
+  setU32(out, at + 4, route.onlink ? RTNH_F_ONLINK : 0);
   let next = putU32(out, at + 8, NHA.ID, id);
   if (index !== undefined) next = putU32(out, next, NHA.OIF, index);
   if (gateway) putIp(out, next, NHA.GATEWAY, gateway);
+  return out;
+}
+
+/** RTM_DELNEXTHOP: the id alone, as the kernel refuses a deletion whose header says anything more. */
+export function encodeNexthopDelete(id: number): Buffer {
+  const out = message(NLMSG_HDRLEN + 8 + 8);
+  header(out, RTM.DELNEXTHOP, 0);
+  putU32(out, NLMSG_HDRLEN + 8, NHA.ID, id);
   return out;
 }
 

@@ -18,7 +18,7 @@ import { openNetlinkSocket } from './nl-socket.js';
 import { RtChannel, errnoName } from './rt-channel.js';
 import {
   AF_BRIDGE, NLM_F, RTM, type RawMessage, af, decodeAddrChange, decodeFdb, decodeLinkChange, decodeNeighbour, decodeNexthopId, decodeRoute, encodeDump, encodeFdb,
-  encodeNeighbour, encodeNexthop, encodeNexthopDump, encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
+  encodeNeighbour, encodeNexthop, encodeNexthopDelete, encodeNexthopDump, encodeRoute, encodeRouteGet, neighbourHead, splitMessages,
 } from './rt-codec.js';
 import { RTM_ADDR, RTM_LINK, decodeAddress, decodeLink, encodeAddress, encodeDelLink, encodeLinkDump, encodeNewLink, encodeSetLink } from './rt-links.js';
 
@@ -117,26 +117,22 @@ export class RtNetlink implements Netlink {
   }
 
   replaceRoute(route: RouteSpec): Promise<void> {
-    const nexthop = this.#writeNexthop(route);
-    const write = this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.REPLACE, route, RTPROT_WEFT), () => `replace route ${cidrText(route.dst)}`);
-    return nexthop ? both(nexthop, write) : write;
+    return this.#writeRoute(route, NLM_F.CREATE | NLM_F.REPLACE, 'replace');
   }
 
   addRoute(route: RouteSpec): Promise<void> {
-    const nexthop = this.#writeNexthop(route);
-    const write = this.#channel.write(encodeRoute(RTM.NEWROUTE, NLM_F.CREATE | NLM_F.EXCL, route, RTPROT_WEFT), () => `add route ${cidrText(route.dst)}`);
-    return nexthop ? both(nexthop, write) : write;
+    return this.#writeRoute(route, NLM_F.CREATE | NLM_F.EXCL, 'add');
   }
 
   /**
-   * The nexthop object a route names, written (replaced) just before the route: writes go out in
-   * the order they are made, one batch's in one datagram, and the kernel refuses a route naming an
-   * id that does not exist yet.
+   * A route, after the nexthop object it names (replaced) in the same batch: writes go out in the
+   * order they are made, and the kernel refuses a route naming an id that does not exist yet.
    */
-  #writeNexthop(route: RouteSpec): Promise<void> | undefined {
+  #writeRoute(route: RouteSpec, flags: number, verb: string): Promise<void> {
     const id = route.nexthop;
-    if (id === undefined) return undefined;
-    return this.#channel.write(encodeNexthop(RTM.NEWNEXTHOP, NLM_F.CREATE | NLM_F.REPLACE, id, route, RTPROT_WEFT), () => `replace nexthop ${id} for route ${cidrText(route.dst)}`);
+    const nexthop = id === undefined ? undefined : this.#channel.write(encodeNexthop(NLM_F.CREATE | NLM_F.REPLACE, id, route, RTPROT_WEFT), () => `replace nexthop ${id} for route ${cidrText(route.dst)}`);
+    const write = this.#channel.write(encodeRoute(RTM.NEWROUTE, flags, route, RTPROT_WEFT), () => `${verb} route ${cidrText(route.dst)}`);
+    return nexthop ? both(nexthop, write) : write;
   }
 
   deleteRoute(route: RouteSpec): Promise<void> {
@@ -144,8 +140,8 @@ export class RtNetlink implements Netlink {
     const write = this.#channel.write(encodeRoute(RTM.DELROUTE, 0, route, RTPROT_UNSPEC), () => `delete route ${cidrText(route.dst)}`, true);
     const id = route.nexthop;
     // The object goes with its route; a route through another program's object leaves it be.
-    if (id === undefined || !isWeftNexthop(id)) return write;
-    return both(write, this.#channel.write(encodeNexthop(RTM.DELNEXTHOP, 0, id, route), () => `delete nexthop ${id}`, true));
+    if (!isWeftNexthop(id)) return write;
+    return both(write, this.#channel.write(encodeNexthopDelete(id), () => `delete nexthop ${id}`, true));
   }
 
   supportsNexthops(): Promise<boolean> {

@@ -310,7 +310,7 @@ export class KubeApiServer {
     if (verb === 'watch') return this.#watch(r, q, res);
     if (verb === 'list') {
       const { pageCap, watchCache = true } = this.#options;
-      return this.#answer(res, 'list', r, () => listObjects(this.objects, r, q, { watchCache, ...(pageCap ? { pageCap } : {}) }));
+      return this.#answer(res, 'list', r, () => listObjects(this.objects, r, q, { watchCache, ...(pageCap ? { pageCap } : {}) }), 200, (out, code, list) => void writeList(out, code, list));
     }
     if (verb === 'get') return this.#answer(res, 'get', r, () => this.objects.get(r.type.kind, r.namespace ?? '', r.name!) ?? notFound(r.type, r.name!));
     const text = await readBody(req);
@@ -339,7 +339,7 @@ export class KubeApiServer {
   }
 
   /** Sends `make()`'s object or Status, unless a fault for `on` takes over. */
-  #answer(res: Response, on: FaultTarget, r: ResourceRoute, make: () => unknown, code = 200): void {
+  #answer<T>(res: Response, on: FaultTarget, r: ResourceRoute, make: () => T | StatusError, code = 200, write: (res: Response, code: number, value: T) => void = send): void {
     const fault = this.#fault(on, r);
     if (fault?.kind === 'hang') {
       this.#hanging.add(res);
@@ -349,9 +349,8 @@ export class KubeApiServer {
     if (fault && fault.kind !== 'cut' && fault.kind !== 'stall') return sendStatus(res, faultStatus(fault), fault.kind === 'throttle' ? { 'retry-after': String(fault.retryAfterS ?? 1) } : {});
     const value = make();
     if (isStatus(value)) return sendStatus(res, value);
-    if (!fault && isListAnswer(value)) return void writeList(res, code, value);
+    if (!fault) return write(res, code, value);
     const text = JSON.stringify(value);
-    if (!fault) return send(res, code, text);
     // The full length is announced, part of the body sent, then the connection closes (cut) or
     // nothing more comes (stall).
     const bytes = Buffer.from(text);
@@ -448,10 +447,6 @@ function send(res: Response, code: number, value: unknown, headers: Record<strin
   const text = typeof value === 'string' ? value : JSON.stringify(value);
   res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
-}
-
-function isListAnswer(v: unknown): v is ListAnswer {
-  return typeof v === 'object' && v !== null && typeof (v as ListAnswer).kind === 'string' && (v as ListAnswer).kind.endsWith('List') && Array.isArray((v as ListAnswer).items);
 }
 
 /**

@@ -133,7 +133,7 @@ class VxlanDriver implements BackendDriver {
     if (r.index === this.#device(plane.family)?.index) return true;
     // Listed without its object's device (net.ipv4.nexthop_compat_mode off), a route through one
     // of weft's nexthop objects is still one of its own.
-    if (r.nexthop !== undefined && r.index === undefined && isWeftNexthop(r.nexthop)) return true;
+    if (isWeftNexthop(r.nexthop)) return true;
     // Direct routes name no device (as flannel's): the kernel picks the one the gateway is on.
     return r.protocol === RTPROT_WEFT && this.#vx.directRouting && r.gateway !== undefined;
   }
